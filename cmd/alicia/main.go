@@ -22,6 +22,7 @@ type command struct {
 
 var commands = []command{
 	{"serve", "run the assistant", runServe},
+	{"standin", "serve a Qwen3 stand-in in every backend's wire format (no real model)", runStandin},
 	{"wire", "decode or encode Alicia envelopes (alicia wire help)", runWire},
 	{"version", "print the version", runVersion},
 }
@@ -86,7 +87,8 @@ func buildVersion() string {
 // runServe will start the bot; the parts it needs land issue by issue.
 func runServe(ctx context.Context, _ []string, _ io.Reader, _, stderr io.Writer) error {
 	fmt.Fprintln(stderr, `alicia serve: not built yet.
-The wire protocol (alicia wire) and the test environment exist; the LiveKit
-agent worker, the model backends and the conversation pipeline come next.`)
+The wire protocol (alicia wire), the model backends and their stand-in
+(alicia standin) exist; the LiveKit agent worker and the conversation
+pipeline come next.`)
 	return nil
 }

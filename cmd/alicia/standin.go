@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/alicia-voice/alicia/llm/standin"
+)
+
+func runStandin(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("standin", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:8090", "address to listen on")
+	dir := fs.String("scenarios", "", "a folder of scenario files (*.json); the default scenario answers anything")
+	ttft := fs.Duration("ttft", time.Duration(standin.RealisticPacing.TTFTMs*float64(time.Millisecond)), "time to the first token")
+	perToken := fs.Duration("token", time.Duration(standin.RealisticPacing.TokenMs*float64(time.Millisecond)), "time per token")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	var scenarios []standin.Scenario
+	if *dir != "" {
+		var err error
+		if scenarios, err = standin.LoadScenarios(*dir); err != nil {
+			return err
+		}
+	}
+	pacing := standin.Pacing{TTFTMs: float64(*ttft) / float64(time.Millisecond), TokenMs: float64(*perToken) / float64(time.Millisecond), Jitter: standin.RealisticPacing.Jitter}
+	s, err := standin.New(scenarios, pacing, log)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	base := "http://" + ln.Addr().String()
+	log.Warn("STAND-IN MODEL: this is not a real Qwen3; answers are canned scenarios", "url", base, "scenarios", len(scenarios)+1)
+	fmt.Fprintf(stdout, "Qwen3 stand-in listening on %s\n", base)
+	examples := map[string]string{
+		"vLLM (ALICIA_LLM_BACKEND=openai)":    base + "/vllm/v1",
+		"SGLang":                              base + "/sglang/v1",
+		"llama.cpp":                           base + "/llamacpp/v1",
+		"Ollama /v1":                          base + "/ollama/v1",
+		"Ollama native (backend ollama)":      base,
+		"DashScope":                           base + "/dashscope/v1",
+		"OpenRouter":                          base + "/openrouter/v1",
+		"AG-UI agent (backend agui)":          base + "/agui",
+		"vLLM without a reasoning parser":     base + "/vllm-noparser/v1",
+		"vLLM with chunks cut anywhere (MTP)": base + "/vllm-mtp/v1",
+	}
+	names := make([]string, 0, len(examples))
+	for k := range examples {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		fmt.Fprintf(stdout, "  %-38s ALICIA_LLM_URL=%s\n", k, examples[k])
+	}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

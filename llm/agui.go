@@ -1,0 +1,314 @@
+package llm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"iter"
+
+	gonanoid "github.com/matoous/go-nanoid/v2"
+)
+
+// aguiAgent talks to an AG-UI agent over HTTP: one RunAgentInput POST, an
+// SSE stream of events back.
+type aguiAgent struct {
+	http       httpBackend
+	forcedOpen bool
+}
+
+type aguiInput struct {
+	ThreadID        string         `json:"threadId"`
+	RunID           string         `json:"runId"`
+	ProtocolVersion string         `json:"protocolVersion"`
+	State           map[string]any `json:"state"`
+	Messages        []aguiMessage  `json:"messages"`
+	Tools           []aguiTool     `json:"tools"`
+	Context         []any          `json:"context"`
+	ForwardedProps  map[string]any `json:"forwardedProps"`
+}
+
+type aguiMessage struct {
+	ID             string         `json:"id"`
+	Role           string         `json:"role"`
+	Content        *string        `json:"content,omitempty"`
+	ToolCalls      []aguiToolCall `json:"toolCalls,omitempty"`
+	ToolCallID     string         `json:"toolCallId,omitempty"`
+	EncryptedValue string         `json:"encryptedValue,omitempty"`
+}
+
+type aguiToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+	EncryptedValue string `json:"encryptedValue,omitempty"`
+}
+
+type aguiTool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+func (c *aguiAgent) input(req *Request) *aguiInput {
+	in := &aguiInput{
+		ThreadID:        req.ConversationID,
+		RunID:           gonanoid.Must(),
+		ProtocolVersion: "1.0",
+		State:           map[string]any{},
+		Tools:           []aguiTool{},
+		Context:         []any{},
+		// AG-UI has no thinking switch; the agent reads ours here.
+		ForwardedProps: map[string]any{"thinking": req.Thinking},
+	}
+	str := func(s string) *string { return &s }
+	lastUser := -1
+	for i, m := range req.Messages {
+		if m.Role == RoleUser {
+			lastUser = i
+		}
+	}
+	if req.System != "" {
+		in.Messages = append(in.Messages, aguiMessage{ID: "system", Role: "system", Content: str(req.System)})
+	}
+	for i, m := range req.Messages {
+		am := aguiMessage{ID: m.ID, Role: string(m.Role), ToolCallID: m.ToolCallID, EncryptedValue: m.EncryptedValue}
+		if am.ID == "" {
+			am.ID = gonanoid.Must()
+		}
+		switch m.Role {
+		case RoleReasoning:
+			// Earlier turns' reasoning goes back only as the agent's own
+			// encrypted value, never as text (Qwen3's history rule).
+			if m.EncryptedValue == "" && i < lastUser {
+				continue
+			}
+			content := m.Content
+			if i < lastUser {
+				content = ""
+			}
+			am.Content = str(content)
+		case RoleAssistant:
+			content := m.Content
+			if i < lastUser {
+				content = stripThink(content)
+			}
+			am.Content = str(content)
+			for _, tc := range m.ToolCalls {
+				var atc aguiToolCall
+				atc.ID, atc.Type, atc.EncryptedValue = tc.ID, "function", tc.EncryptedValue
+				atc.Function.Name, atc.Function.Arguments = tc.Name, tc.Arguments
+				am.ToolCalls = append(am.ToolCalls, atc)
+			}
+		default:
+			am.Content = str(m.Content)
+		}
+		in.Messages = append(in.Messages, am)
+	}
+	for _, t := range req.Tools {
+		in.Tools = append(in.Tools, aguiTool{Name: t.Name, Description: t.Description, Parameters: json.RawMessage(t.Parameters)})
+	}
+	return in
+}
+
+type aguiEvent struct {
+	Type           string          `json:"type"`
+	MessageID      string          `json:"messageId"`
+	Delta          *string         `json:"delta"`
+	ToolCallID     string          `json:"toolCallId"`
+	ToolCallName   string          `json:"toolCallName"`
+	Subtype        string          `json:"subtype"`
+	EntityID       string          `json:"entityId"`
+	EncryptedValue string          `json:"encryptedValue"`
+	Content        json.RawMessage `json:"content"`
+	Message        string          `json:"message"`
+	Code           string          `json:"code"`
+	Usage          []struct {
+		InputTokens     int `json:"inputTokens"`
+		OutputTokens    int `json:"outputTokens"`
+		ReasoningTokens int `json:"reasoningTokens"`
+	} `json:"usage"`
+}
+
+// aguiRun tracks what is open in one run.
+type aguiRun struct {
+	t *turn
+	// reasoning message opened by a *_CHUNK event, closed by the next
+	// event of another kind (as @ag-ui/client's transformChunks does).
+	chunkReasoning string
+	chunkTool      string
+	thinkingID     string // id minted for a deprecated THINKING_* message
+	calls          []ToolCall
+}
+
+func (r *aguiRun) call(id string) *ToolCall {
+	for i := range r.calls {
+		if r.calls[i].ID == id {
+			return &r.calls[i]
+		}
+	}
+	return nil
+}
+
+func (r *aguiRun) closeChunks(except string) {
+	if r.chunkReasoning != "" && except != "REASONING_MESSAGE_CHUNK" {
+		r.t.reasoningEnd(r.chunkReasoning)
+		r.chunkReasoning = ""
+	}
+	if except != "TOOL_CALL_CHUNK" {
+		r.chunkTool = ""
+	}
+}
+
+// apply handles one event; done reports the end of the run.
+func (r *aguiRun) apply(ev *aguiEvent) (done bool, fail *Error) {
+	t := r.t
+	switch ev.Type {
+	case "RAW", "ACTIVITY_SNAPSHOT", "ACTIVITY_DELTA", "REASONING_ENCRYPTED_VALUE":
+		// These do not close chunked items.
+	default:
+		r.closeChunks(ev.Type)
+	}
+	delta := ""
+	if ev.Delta != nil {
+		delta = *ev.Delta
+	}
+	switch ev.Type {
+	case "REASONING_MESSAGE_CONTENT":
+		t.reasoningField(delta, ev.MessageID)
+	case "REASONING_MESSAGE_END":
+		t.reasoningEnd(ev.MessageID)
+	case "REASONING_MESSAGE_CHUNK":
+		if ev.MessageID != "" && ev.MessageID != r.chunkReasoning {
+			if r.chunkReasoning != "" {
+				t.reasoningEnd(r.chunkReasoning)
+			}
+			r.chunkReasoning = ev.MessageID
+		}
+		if r.chunkReasoning == "" {
+			r.chunkReasoning = gonanoid.Must()
+		}
+		t.reasoningField(delta, r.chunkReasoning)
+	case "THINKING_TEXT_MESSAGE_START":
+		r.thinkingID = gonanoid.Must()
+	case "THINKING_TEXT_MESSAGE_CONTENT":
+		if r.thinkingID == "" {
+			r.thinkingID = gonanoid.Must()
+		}
+		t.reasoningField(delta, r.thinkingID)
+	case "THINKING_TEXT_MESSAGE_END":
+		if r.thinkingID != "" {
+			t.reasoningEnd(r.thinkingID)
+			r.thinkingID = ""
+		}
+	case "REASONING_ENCRYPTED_VALUE":
+		if ev.Subtype == "tool-call" {
+			if c := r.call(ev.EntityID); c != nil {
+				c.EncryptedValue = ev.EncryptedValue
+			}
+		} else {
+			t.encrypted(ev.EntityID, ev.EncryptedValue)
+		}
+	case "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CHUNK":
+		t.contentText(delta)
+	case "TOOL_CALL_START":
+		r.calls = append(r.calls, ToolCall{ID: ev.ToolCallID, Name: ev.ToolCallName})
+	case "TOOL_CALL_CHUNK":
+		if ev.ToolCallID != "" && r.call(ev.ToolCallID) == nil {
+			r.calls = append(r.calls, ToolCall{ID: ev.ToolCallID, Name: ev.ToolCallName})
+		}
+		if ev.ToolCallID != "" {
+			r.chunkTool = ev.ToolCallID
+		}
+		if c := r.call(r.chunkTool); c != nil {
+			c.Arguments += delta
+		}
+	case "TOOL_CALL_ARGS":
+		if c := r.call(ev.ToolCallID); c != nil {
+			c.Arguments += delta
+		}
+	case "TOOL_CALL_RESULT":
+		if c := r.call(ev.ToolCallID); c != nil {
+			s := string(ev.Content)
+			var text string
+			if json.Unmarshal(ev.Content, &text) == nil {
+				s = text
+			}
+			c.Result = &s
+		}
+	case "RUN_FINISHED":
+		pending := false
+		for _, c := range r.calls {
+			if c.Arguments == "" {
+				c.Arguments = "{}"
+			}
+			t.toolCall(c)
+			pending = pending || c.Result == nil
+		}
+		var u Usage
+		for _, x := range ev.Usage {
+			u.PromptTokens += x.InputTokens
+			u.CompletionTokens += x.OutputTokens
+			u.ReasoningTokens += x.ReasoningTokens
+		}
+		if len(ev.Usage) > 0 {
+			t.setUsage(u)
+		}
+		reason := FinishStop
+		if pending {
+			reason = FinishToolCalls
+		}
+		t.finish(reason)
+		return true, nil
+	case "RUN_ERROR":
+		return true, &Error{Kind: ErrMidStream, Code: ev.Code, Message: ev.Message}
+	}
+	return false, nil
+}
+
+func (c *aguiAgent) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
+	return func(yield func(Event) bool) {
+		t := newTurn(req, "", c.forcedOpen)
+		t.explicitReasoning = true
+		s, herr := c.http.post(ctx, "", c.input(req), "text/event-stream")
+		if herr != nil {
+			t.fail(herr)
+			t.drain(yield)
+			return
+		}
+		defer s.close()
+		run := &aguiRun{t: t}
+		sse := newSSEReader(s)
+		var ev aguiEvent
+		for {
+			payload, _, err := sse.next()
+			if errors.Is(err, io.EOF) {
+				t.fail(&Error{Kind: ErrTruncated, Message: "the run ended without RUN_FINISHED or RUN_ERROR"})
+				t.drain(yield)
+				return
+			}
+			if err != nil {
+				t.fail(s.failure(err))
+				t.drain(yield)
+				return
+			}
+			ev = aguiEvent{}
+			if err := json.Unmarshal(bytes.TrimSpace(payload), &ev); err != nil || ev.Type == "" {
+				t.fail(&Error{Kind: ErrProtocol, Message: "not an AG-UI event: " + plainText(payload)})
+				t.drain(yield)
+				return
+			}
+			done, fail := run.apply(&ev)
+			if fail != nil {
+				t.fail(fail)
+			}
+			if !t.drain(yield) || done {
+				return
+			}
+		}
+	}
+}

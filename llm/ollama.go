@@ -1,0 +1,151 @@
+package llm
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"iter"
+)
+
+// ollamaNative speaks Ollama's own /api/chat: newline-delimited JSON, the
+// think switch, message.thinking, and tool calls whose arguments are
+// objects.
+type ollamaNative struct {
+	http       httpBackend
+	model      string
+	forcedOpen bool
+}
+
+type olRequest struct {
+	Model    string         `json:"model"`
+	Messages []olMessage    `json:"messages"`
+	Tools    []oaTool       `json:"tools,omitempty"`
+	Stream   bool           `json:"stream"`
+	Think    bool           `json:"think"`
+	Options  map[string]any `json:"options"`
+}
+
+type olMessage struct {
+	Role      string       `json:"role"`
+	Content   string       `json:"content"`
+	ToolCalls []olToolCall `json:"tool_calls,omitempty"`
+	ToolName  string       `json:"tool_name,omitempty"`
+}
+
+type olToolCall struct {
+	ID       string `json:"id,omitempty"`
+	Function struct {
+		Index     int             `json:"index"`
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+func (c *ollamaNative) request(req *Request) *olRequest {
+	s := req.sampling()
+	opts := map[string]any{"temperature": s.Temperature, "top_p": s.TopP, "top_k": s.TopK, "min_p": s.MinP}
+	if req.MaxTokens > 0 {
+		opts["num_predict"] = req.MaxTokens
+	}
+	r := &olRequest{Model: c.model, Stream: true, Think: req.Thinking, Options: opts}
+	names := map[string]string{} // tool call id → name, for tool results
+	// Ollama strips earlier reasoning itself and must never be sent
+	// reasoning back, so Message.Reasoning is dropped here.
+	for _, m := range history(req) {
+		om := olMessage{Role: string(m.Role), Content: m.Content}
+		for i, tc := range m.ToolCalls {
+			names[tc.ID] = tc.Name
+			var oc olToolCall
+			oc.ID = tc.ID
+			oc.Function.Index, oc.Function.Name = i, tc.Name
+			oc.Function.Arguments = json.RawMessage(tc.Arguments)
+			if !json.Valid(oc.Function.Arguments) {
+				oc.Function.Arguments = json.RawMessage("{}")
+			}
+			om.ToolCalls = append(om.ToolCalls, oc)
+		}
+		if m.Role == RoleTool {
+			om.ToolName = names[m.ToolCallID]
+		}
+		r.Messages = append(r.Messages, om)
+	}
+	r.Tools = oaTools(req.Tools)
+	return r
+}
+
+type olLine struct {
+	Message *struct {
+		Content   string       `json:"content"`
+		Thinking  string       `json:"thinking"`
+		ToolCalls []olToolCall `json:"tool_calls"`
+	} `json:"message"`
+	Done            bool            `json:"done"`
+	DoneReason      string          `json:"done_reason"`
+	PromptEvalCount int             `json:"prompt_eval_count"`
+	EvalCount       int             `json:"eval_count"`
+	Error           json.RawMessage `json:"error"`
+}
+
+func (c *ollamaNative) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
+	return func(yield func(Event) bool) {
+		t := newTurn(req, c.model, c.forcedOpen)
+		s, herr := c.http.post(ctx, "/api/chat", c.request(req), "application/x-ndjson")
+		if herr != nil {
+			t.fail(herr)
+			t.drain(yield)
+			return
+		}
+		defer s.close()
+		r := bufio.NewReaderSize(s, 32<<10)
+		var line olLine
+		for {
+			raw, err := r.ReadBytes('\n')
+			if len(bytes.TrimSpace(raw)) > 0 {
+				line = olLine{}
+				if jerr := json.Unmarshal(raw, &line); jerr != nil {
+					t.fail(&Error{Kind: ErrProtocol, Message: "unreadable line: " + jerr.Error(), cause: jerr})
+					t.drain(yield)
+					return
+				}
+				if len(line.Error) > 0 && string(line.Error) != "null" {
+					t.fail(midStreamError(raw))
+					t.drain(yield)
+					return
+				}
+				if m := line.Message; m != nil {
+					t.reasoningField(m.Thinking, "")
+					t.contentText(m.Content)
+					for _, tc := range m.ToolCalls {
+						t.toolCall(ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: normaliseArguments(tc.Function.Arguments)})
+					}
+				}
+				if line.Done {
+					t.setUsage(Usage{PromptTokens: line.PromptEvalCount, CompletionTokens: line.EvalCount})
+					reason := FinishStop
+					if line.DoneReason == "length" {
+						reason = FinishLength
+					}
+					t.finish(reason)
+					t.drain(yield)
+					return
+				}
+				if !t.drain(yield) {
+					return
+				}
+			}
+			if errors.Is(err, io.EOF) {
+				t.fail(&Error{Kind: ErrTruncated, Message: "the stream ended without done:true"})
+				t.drain(yield)
+				return
+			}
+			if err != nil {
+				t.fail(s.failure(err))
+				t.drain(yield)
+				return
+			}
+		}
+	}
+}

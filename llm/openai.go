@@ -1,0 +1,392 @@
+package llm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"iter"
+	"slices"
+	"strings"
+)
+
+// Flavor is the kind of OpenAI-compatible server, which decides how the
+// thinking switch and Qwen3's sampling extras are sent.
+type Flavor string
+
+const (
+	// FlavorGeneric: vLLM, SGLang, llama.cpp (chat_template_kwargs,
+	// top-level top_k and min_p).
+	FlavorGeneric    Flavor = "generic"
+	FlavorDashScope  Flavor = "dashscope"
+	FlavorOllama     Flavor = "ollama"
+	FlavorOpenRouter Flavor = "openrouter"
+)
+
+type openAI struct {
+	http       httpBackend
+	model      string
+	flavor     Flavor
+	forcedOpen bool
+}
+
+type oaRequest struct {
+	Model         string         `json:"model"`
+	Messages      []oaMessage    `json:"messages"`
+	Tools         []oaTool       `json:"tools,omitempty"`
+	Stream        bool           `json:"stream"`
+	StreamOptions map[string]any `json:"stream_options,omitempty"`
+	Temperature   float64        `json:"temperature"`
+	TopP          float64        `json:"top_p"`
+	TopK          int            `json:"top_k,omitempty"`
+	MinP          *float64       `json:"min_p,omitempty"`
+	MaxTokens     int            `json:"max_tokens,omitempty"`
+	// Thinking switches, one per flavor.
+	ChatTemplateKwargs map[string]any `json:"chat_template_kwargs,omitempty"`
+	EnableThinking     *bool          `json:"enable_thinking,omitempty"`
+	ReasoningEffort    string         `json:"reasoning_effort,omitempty"`
+	Reasoning          map[string]any `json:"reasoning,omitempty"`
+}
+
+type oaMessage struct {
+	Role       string       `json:"role"`
+	Content    string       `json:"content"`
+	ToolCalls  []oaToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string       `json:"tool_call_id,omitempty"`
+}
+
+type oaToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+type oaTool struct {
+	Type     string `json:"type"`
+	Function struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters,omitempty"`
+	} `json:"function"`
+}
+
+func (c *openAI) request(req *Request) *oaRequest {
+	s := req.sampling()
+	r := &oaRequest{
+		Model:         c.model,
+		Stream:        true,
+		StreamOptions: map[string]any{"include_usage": true},
+		Temperature:   s.Temperature,
+		TopP:          s.TopP,
+		MaxTokens:     req.MaxTokens,
+	}
+	switch c.flavor {
+	case FlavorDashScope:
+		r.EnableThinking = &req.Thinking
+		r.TopK = s.TopK
+	case FlavorOllama:
+		// Thinking is on by default since Ollama 0.12.4; "none" turns it
+		// off. top_k and min_p are ignored on /v1, so not sent.
+		if !req.Thinking {
+			r.ReasoningEffort = "none"
+		}
+	case FlavorOpenRouter:
+		r.Reasoning = map[string]any{"enabled": req.Thinking}
+		r.TopK, r.MinP = s.TopK, &s.MinP
+	default:
+		r.ChatTemplateKwargs = map[string]any{"enable_thinking": req.Thinking}
+		r.TopK, r.MinP = s.TopK, &s.MinP
+	}
+	// Servers that render Qwen3's template re-insert a <think> block they
+	// find inline in the content of the current tool loop; Ollama,
+	// DashScope and OpenRouter get no reasoning back at all.
+	inlineReasoning := c.flavor == FlavorGeneric
+	for _, m := range history(req) {
+		om := oaMessage{Role: string(m.Role), Content: m.Content, ToolCallID: m.ToolCallID}
+		if m.Reasoning != "" && inlineReasoning {
+			om.Content = tagThink + "\n" + strings.TrimSpace(m.Reasoning) + "\n" + tagThinkEnd + "\n\n" + m.Content
+		}
+		for _, tc := range m.ToolCalls {
+			var otc oaToolCall
+			otc.ID, otc.Type = tc.ID, "function"
+			otc.Function.Name, otc.Function.Arguments = tc.Name, tc.Arguments
+			om.ToolCalls = append(om.ToolCalls, otc)
+		}
+		r.Messages = append(r.Messages, om)
+	}
+	r.Tools = oaTools(req.Tools)
+	return r
+}
+
+func oaTools(tools []Tool) []oaTool {
+	var out []oaTool
+	for _, t := range tools {
+		var ot oaTool
+		ot.Type = "function"
+		ot.Function.Name, ot.Function.Description = t.Name, t.Description
+		ot.Function.Parameters = json.RawMessage(t.Parameters)
+		out = append(out, ot)
+	}
+	return out
+}
+
+// history applies Qwen3's rule for what the model sees again: the system
+// prompt, then every message, but an assistant message before the last
+// user message carries its answer only (no reasoning, no inline <think>
+// block). AG-UI reasoning messages are for AG-UI backends only.
+func history(req *Request) []Message {
+	lastUser := -1
+	for i, m := range req.Messages {
+		if m.Role == RoleUser {
+			lastUser = i
+		}
+	}
+	out := make([]Message, 0, len(req.Messages)+1)
+	if req.System != "" {
+		out = append(out, Message{Role: RoleSystem, Content: req.System})
+	}
+	for i, m := range req.Messages {
+		if m.Role == RoleReasoning {
+			continue
+		}
+		if m.Role == RoleAssistant && i < lastUser {
+			m.Reasoning = ""
+			m.Content = stripThink(m.Content)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// stripThink removes an inline reasoning block (with or without its
+// opening tag) from a stored answer.
+func stripThink(s string) string {
+	if i := strings.LastIndex(s, tagThinkEnd); i >= 0 {
+		s = s[i+len(tagThinkEnd):]
+	}
+	return trimLeftSpace(s)
+}
+
+type oaChunk struct {
+	Choices []oaChoice      `json:"choices"`
+	Usage   *oaUsage        `json:"usage"`
+	Error   json.RawMessage `json:"error"`
+	Object  string          `json:"object"`
+}
+
+type oaChoice struct {
+	Index        int     `json:"index"`
+	Delta        oaDelta `json:"delta"`
+	FinishReason *string `json:"finish_reason"`
+}
+
+type oaDelta struct {
+	Content          *string           `json:"content"`
+	ReasoningContent *string           `json:"reasoning_content"`
+	Reasoning        *string           `json:"reasoning"`
+	ToolCalls        []oaToolCallDelta `json:"tool_calls"`
+}
+
+type oaToolCallDelta struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id"`
+	Function struct {
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	} `json:"function"`
+}
+
+type oaUsage struct {
+	PromptTokens            int `json:"prompt_tokens"`
+	CompletionTokens        int `json:"completion_tokens"`
+	CompletionTokensDetails *struct {
+		ReasoningTokens int `json:"reasoning_tokens"`
+	} `json:"completion_tokens_details"`
+}
+
+// toolAccumulator joins streamed tool-call fragments by index; Ollama
+// sends each call whole, which is the one-fragment case.
+type toolAccumulator struct {
+	calls []accCall
+}
+
+type accCall struct {
+	index int
+	id    string
+	name  string
+	args  strings.Builder
+}
+
+func (a *toolAccumulator) add(d *oaToolCallDelta) {
+	var c *accCall
+	for i := range a.calls {
+		if a.calls[i].index == d.Index {
+			c = &a.calls[i]
+			break
+		}
+	}
+	if c == nil {
+		a.calls = append(a.calls, accCall{index: d.Index})
+		c = &a.calls[len(a.calls)-1]
+	}
+	if d.ID != "" {
+		c.id = d.ID
+	}
+	if d.Function.Name != "" {
+		c.name = d.Function.Name
+	}
+	if raw := d.Function.Arguments; len(raw) > 0 && string(raw) != "null" {
+		if raw[0] == '"' {
+			var s string
+			_ = json.Unmarshal(raw, &s)
+			c.args.WriteString(s)
+		} else {
+			c.args.Write(raw) // a server that sends the object itself
+		}
+	}
+}
+
+func (a *toolAccumulator) flush(t *turn) {
+	slices.SortStableFunc(a.calls, func(x, y accCall) int { return x.index - y.index })
+	for i := range a.calls {
+		c := &a.calls[i]
+		args := strings.TrimSpace(c.args.String())
+		if args == "" {
+			args = "{}"
+		}
+		t.toolCall(ToolCall{ID: c.id, Name: c.name, Arguments: args})
+	}
+	a.calls = nil
+}
+
+var doneMarker = []byte("[DONE]")
+
+func (c *openAI) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
+	return func(yield func(Event) bool) {
+		t := newTurn(req, c.model, c.forcedOpen)
+		s, herr := c.http.post(ctx, "/chat/completions", c.request(req), "text/event-stream")
+		if herr != nil {
+			t.fail(herr)
+			t.drain(yield)
+			return
+		}
+		defer s.close()
+		var (
+			sse    = newSSEReader(s)
+			acc    toolAccumulator
+			finish FinishReason
+			chunk  oaChunk
+		)
+		for {
+			payload, isErrField, err := sse.next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.fail(s.failure(err))
+				t.drain(yield)
+				return
+			}
+			if isErrField {
+				t.fail(midStreamError(payload))
+				t.drain(yield)
+				return
+			}
+			if bytes.Equal(bytes.TrimSpace(payload), doneMarker) {
+				break
+			}
+			if e := c.apply(t, &acc, &chunk, payload, &finish); e != nil {
+				t.fail(e)
+				t.drain(yield)
+				return
+			}
+			if !t.drain(yield) {
+				return
+			}
+		}
+		if finish == "" {
+			// No finish_reason: the server died or a proxy cut the stream.
+			t.fail(&Error{Kind: ErrTruncated, Message: "no finish reason before the stream ended"})
+		} else {
+			acc.flush(t)
+			t.finish(finish)
+		}
+		t.drain(yield)
+	}
+}
+
+// apply handles one chunk. It returns an *Error for an error reported in
+// the stream.
+func (c *openAI) apply(t *turn, acc *toolAccumulator, chunk *oaChunk, payload []byte, finish *FinishReason) *Error {
+	*chunk = oaChunk{}
+	if err := json.Unmarshal(payload, chunk); err != nil {
+		if _, _, ok := errorFromJSON(payload); ok {
+			return midStreamError(payload)
+		}
+		return &Error{Kind: ErrProtocol, Message: "unreadable chunk: " + err.Error(), cause: err}
+	}
+	if (len(chunk.Error) > 0 && string(chunk.Error) != "null") || chunk.Object == "error" {
+		return midStreamError(payload)
+	}
+	for i := range chunk.Choices {
+		ch := &chunk.Choices[i]
+		if ch.Index != 0 {
+			continue // n is always 1; other indexes would be another answer
+		}
+		d := &ch.Delta
+		// vLLM in its deprecation window sends the same text in both
+		// fields: take one.
+		if d.ReasoningContent != nil && *d.ReasoningContent != "" {
+			t.reasoningField(*d.ReasoningContent, "")
+		} else if d.Reasoning != nil {
+			t.reasoningField(*d.Reasoning, "")
+		}
+		if d.Content != nil {
+			t.contentText(*d.Content)
+		}
+		for j := range d.ToolCalls {
+			acc.add(&d.ToolCalls[j])
+		}
+		if ch.FinishReason != nil && *ch.FinishReason != "" {
+			if *ch.FinishReason == "error" {
+				return &Error{Kind: ErrMidStream, Message: "the backend ended the answer with an error"}
+			}
+			if *finish == "" { // OpenRouter repeats it on the usage chunk
+				*finish = FinishReason(*ch.FinishReason)
+			}
+		}
+	}
+	if u := chunk.Usage; u != nil {
+		usage := Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
+		if u.CompletionTokensDetails != nil {
+			usage.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens
+		}
+		t.setUsage(usage)
+	}
+	return nil
+}
+
+// midStreamError reads an error sent inside a stream, in any of the
+// shapes errorFromJSON knows, or as llama.cpp's legacy "error:" field.
+func midStreamError(payload []byte) *Error {
+	e := &Error{Kind: ErrMidStream}
+	if code, msg, ok := errorFromJSON(payload); ok {
+		e.Code, e.Message = code, msg
+		return e
+	}
+	var flat struct {
+		Message string          `json:"message"`
+		Type    string          `json:"type"`
+		Code    json.RawMessage `json:"code"`
+	}
+	if json.Unmarshal(payload, &flat) == nil && flat.Message != "" {
+		e.Code, e.Message = errorCode(flat.Code, flat.Type), flat.Message
+		return e
+	}
+	e.Message = plainText(payload)
+	return e
+}

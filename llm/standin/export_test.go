@@ -1,0 +1,3 @@
+package standin
+
+var Tokenize = tokenize

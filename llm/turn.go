@@ -1,0 +1,188 @@
+package llm
+
+import (
+	"strings"
+)
+
+// turn turns what a backend streams (reasoning-field text, content text,
+// tool calls, a finish) into Events, applying the rules every backend
+// shares. Backends feed it and drain pending after each frame.
+type turn struct {
+	thinking bool
+	// explicitReasoning: the backend labels reasoning itself (AG-UI), so
+	// none of it is a misfiled answer.
+	explicitReasoning bool
+
+	content   splitter
+	reasoning splitter // for reasoning-field text
+	// sawReasoningField: the server parses reasoning itself, so reasoning
+	// it also leaves inline in content (llama.cpp's deepseek-legacy) is a
+	// duplicate.
+	sawReasoningField bool
+
+	// heldReasoning is reasoning-field text received while thinking was
+	// off: vLLM's deepseek_r1 parser then puts the whole answer there, so
+	// it is reasoning only if an answer or tool call follows.
+	heldReasoning []Event
+
+	answerStarted bool
+	calls         []ToolCall
+	usage         *Usage
+	pending       []Event
+	scratch       []piece
+}
+
+func newTurn(req *Request, model string, forcedOpen bool) *turn {
+	t := &turn{thinking: req.Thinking}
+	t.reasoning.reasoningOnly = true
+	// Qwen3 Thinking-2507 and Qwen3.5 templates open <think> in the
+	// prompt, so raw output has only the closing tag.
+	if forcedOpen || opensThinkInPrompt(model) {
+		t.content.mode = modeReasoning
+	}
+	return t
+}
+
+// opensThinkInPrompt reports the models whose chat template ends the
+// prompt with "<think>\n": they always think, and raw output carries only
+// "</think>".
+func opensThinkInPrompt(model string) bool {
+	m := strings.ToLower(model)
+	return strings.Contains(m, "thinking") || strings.Contains(m, "qwen3.5") || strings.Contains(m, "qwen3-5")
+}
+
+func (t *turn) reasoningField(text, messageID string) {
+	if text == "" {
+		return
+	}
+	if !t.sawReasoningField {
+		t.sawReasoningField = true
+		if !t.content.fed {
+			// A parsing server: content is answer, whatever the model.
+			t.content.mode = modeAnswer
+		}
+	}
+	t.scratch = t.reasoning.feed(text, t.scratch[:0])
+	t.apply(t.scratch, messageID, true)
+}
+
+func (t *turn) contentText(text string) {
+	t.scratch = t.content.feed(text, t.scratch[:0])
+	t.apply(t.scratch, "", false)
+}
+
+func (t *turn) apply(pieces []piece, messageID string, fromField bool) {
+	for _, p := range pieces {
+		switch p.kind {
+		case pieceReasoning:
+			if !fromField && t.sawReasoningField {
+				continue
+			}
+			ev := Event{Kind: EventReasoning, Text: p.text, MessageID: messageID}
+			if fromField && !t.thinking && !t.explicitReasoning && !t.answerStarted {
+				t.heldReasoning = append(t.heldReasoning, ev)
+				continue
+			}
+			t.pending = append(t.pending, ev)
+		case pieceText:
+			t.text(p.text)
+		case pieceToolCall:
+			t.toolCall(p.call)
+		}
+	}
+}
+
+func (t *turn) text(s string) {
+	if !t.answerStarted {
+		// Answers start with "\n\n" after </think>, and vLLM sends a
+		// whitespace delta before tool calls: never speak whitespace.
+		s = trimLeftSpace(s)
+		if s == "" {
+			return
+		}
+		t.releaseHeld()
+		t.answerStarted = true
+	}
+	t.pending = append(t.pending, Event{Kind: EventText, Text: s})
+}
+
+func (t *turn) reasoningEnd(messageID string) {
+	t.pending = append(t.pending, Event{Kind: EventReasoningEnd, MessageID: messageID})
+}
+
+func (t *turn) encrypted(messageID, value string) {
+	t.pending = append(t.pending, Event{Kind: EventEncrypted, MessageID: messageID, Encrypted: value})
+}
+
+func (t *turn) releaseHeld() {
+	t.pending = append(t.pending, t.heldReasoning...)
+	t.heldReasoning = nil
+}
+
+func (t *turn) toolCall(c ToolCall) {
+	if c.ID == "" {
+		c.ID = newCallID()
+	}
+	t.releaseHeld()
+	t.calls = append(t.calls, c)
+}
+
+func (t *turn) setUsage(u Usage) { t.usage = &u }
+
+// flush releases what the splitters still hold, as at the end of the
+// model's output.
+func (t *turn) flush() {
+	t.scratch = t.reasoning.end(t.scratch[:0])
+	t.apply(t.scratch, "", true)
+	t.scratch = t.content.end(t.scratch[:0])
+	t.apply(t.scratch, "", false)
+	if len(t.heldReasoning) > 0 && len(t.calls) == 0 && !t.answerStarted {
+		// Thinking was off and nothing but "reasoning" came: it is the
+		// answer, misfiled by the server's parser.
+		held := t.heldReasoning
+		t.heldReasoning = nil
+		for _, ev := range held {
+			t.text(ev.Text)
+		}
+	}
+}
+
+// finish ends the turn: held text, tool calls, usage, then the finish.
+func (t *turn) finish(reason FinishReason) {
+	t.flush()
+	for i := range t.calls {
+		t.pending = append(t.pending, Event{Kind: EventToolCall, ToolCall: &t.calls[i]})
+	}
+	if t.usage != nil {
+		t.pending = append(t.pending, Event{Kind: EventUsage, Usage: t.usage})
+	}
+	if reason == "" || (reason == FinishStop && len(t.calls) > 0) {
+		reason = FinishStop
+		if len(t.calls) > 0 {
+			reason = FinishToolCalls
+		}
+	}
+	t.pending = append(t.pending, Event{Kind: EventFinish, Finish: reason})
+}
+
+// fail ends the turn with an error, after releasing the text already
+// received (a caller keeps what was said). Unfinished tool calls are
+// dropped: running half a call would be wrong.
+func (t *turn) fail(err *Error) {
+	t.flush()
+	t.pending = append(t.pending, Event{Kind: EventError, Err: err})
+}
+
+// drain hands pending events to yield and reports whether the consumer
+// wants more.
+func (t *turn) drain(yield func(Event) bool) bool {
+	for i, ev := range t.pending {
+		if !yield(ev) {
+			t.pending = t.pending[:0]
+			return false
+		}
+		t.pending[i] = Event{}
+	}
+	t.pending = t.pending[:0]
+	return true
+}
