@@ -92,6 +92,7 @@ func TestStreamsSplitAnywhere(t *testing.T) {
 	for _, p := range profiles {
 		for _, q := range questions {
 			t.Run(p.name+"/"+q, func(t *testing.T) {
+				t.Parallel()
 				rec := &recorder{}
 				cfg := p.config(base)
 				cfg.Model = "Qwen3-8B"
@@ -108,11 +109,11 @@ func TestStreamsSplitAnywhere(t *testing.T) {
 				for i := 1; i < n; i++ {
 					splits = append(splits, []int{i})
 				}
-				if len(splits) > 400 && p.name != "vllm-noparser" {
+				if len(splits) > 150 && p.name != "vllm-noparser" {
 					rng.Shuffle(len(splits), func(i, j int) { splits[i], splits[j] = splits[j], splits[i] })
-					splits = splits[:400]
+					splits = splits[:150]
 				}
-				for range 200 {
+				for range 60 {
 					var cuts []int
 					for range 1 + rng.IntN(40) {
 						cuts = append(cuts, 1+rng.IntN(n-1))
