@@ -17,7 +17,12 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	protoLogger "github.com/livekit/protocol/logger"
+	lksdk "github.com/livekit/server-sdk-go/v2"
 )
+
+var quietSDK sync.Once
 
 // LiveKit is a livekit-server started for one test.
 type LiveKit struct {
@@ -60,6 +65,8 @@ func LiveKitBinary() (string, error) {
 // ends.
 func StartLiveKit(t testing.TB) *LiveKit {
 	t.Helper()
+	// The SDK logs every ICE state change; test output wants only failures.
+	quietSDK.Do(func() { lksdk.SetLogger(protoLogger.GetDiscardLogger()) })
 	bin, err := LiveKitBinary()
 	if err != nil {
 		unavailable(t, "%v", err)
