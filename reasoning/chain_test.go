@@ -212,17 +212,17 @@ func TestMessageBoundariesAndEncryptedValues(t *testing.T) {
 func TestSummarize(t *testing.T) {
 	long := strings.Repeat("word ", 60)
 	for in, want := range map[string]string{
-		"The user wants the weather. Then I call the tool.":       "The user wants the weather.",
-		"Is it 3.5 °C? Probably.":                                 "Is it 3.5 °C?",
-		"Use e.g. the forecast tool, i.e. call it. Then answer.":  "Use e.g. the forecast tool, i.e. call it.",
-		"Dr. Smith said so. Ok.":                                  "Dr. Smith said so.",
-		"See https://example.com/a.b now. Next.":                  "See https://example.com/a.b now.",
-		"No terminator at all":                                    "No terminator at all",
-		"  Leading space.\nSecond line.":                          "Leading space.",
-		"First line without a stop\n\nSecond paragraph.":          "First line without a stop",
-		"He said \"stop.\" Then left.":                            "He said \"stop.\"",
-		long:                                                      strings.TrimSpace(strings.Repeat("word ", 32)) + "…",
-		"Ünïcödé " + strings.Repeat("é", 200) + " end.":           "Ünïcödé…",
+		"The user wants the weather. Then I call the tool.":      "The user wants the weather.",
+		"Is it 3.5 °C? Probably.":                                "Is it 3.5 °C?",
+		"Use e.g. the forecast tool, i.e. call it. Then answer.": "Use e.g. the forecast tool, i.e. call it.",
+		"Dr. Smith said so. Ok.":                                 "Dr. Smith said so.",
+		"See https://example.com/a.b now. Next.":                 "See https://example.com/a.b now.",
+		"No terminator at all":                                   "No terminator at all",
+		"  Leading space.\nSecond line.":                         "Leading space.",
+		"First line without a stop\n\nSecond paragraph.":         "First line without a stop",
+		"He said \"stop.\" Then left.":                           "He said \"stop.\"",
+		long:                                                     strings.TrimSpace(strings.Repeat("word ", 32)) + "…",
+		"Ünïcödé " + strings.Repeat("é", 200) + " end.":          "Ünïcödé…",
 	} {
 		got := Summarize(in)
 		if got != want {
