@@ -26,13 +26,16 @@ func NewAudience(prefs Preferences) *Audience {
 }
 
 // Join adds a member; until its client configures itself it receives
-// steps in its remembered mode, complete ones only.
-func (a *Audience) Join(identity string) {
+// steps in its remembered mode, complete ones only. Join reads the
+// remembered mode once, so that steps never wait for it.
+func (a *Audience) Join(ctx context.Context, identity string) error {
+	_, err := a.prefs.Mode(ctx, identity)
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if _, ok := a.partial[identity]; !ok {
 		a.partial[identity] = false
 	}
+	return err
 }
 
 // Leave removes a member.

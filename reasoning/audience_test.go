@@ -14,9 +14,9 @@ func TestPreferenceFollowsTheUser(t *testing.T) {
 	ctx := context.Background()
 	prefs := NewMemory()
 	roomA, roomB := NewAudience(prefs), NewAudience(prefs)
-	roomA.Join("alice")
-	roomB.Join("alice")
-	roomB.Join("bob")
+	roomA.Join(ctx, "alice")
+	roomB.Join(ctx, "alice")
+	roomB.Join(ctx, "bob")
 	if v := roomA.Viewers(); v[0].Mode != ModeOff {
 		t.Fatalf("default mode %s, want off", v[0].Mode)
 	}
@@ -31,7 +31,7 @@ func TestPreferenceFollowsTheUser(t *testing.T) {
 		t.Fatalf("room B sees %+v", v)
 	}
 	roomC := NewAudience(prefs)
-	roomC.Join("alice")
+	roomC.Join(ctx, "alice")
 	if v := roomC.Viewers(); v[0].Mode != ModeSummary {
 		t.Fatalf("a room joined later sees %+v", v)
 	}

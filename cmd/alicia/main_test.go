@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/alicia-voice/alicia/internal/testenv"
 )
 
 func runCLI(t *testing.T, stdin []byte, args ...string) (int, string, string) {
@@ -71,4 +73,16 @@ func mustHex(t *testing.T, s string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+func TestMigrateCommand(t *testing.T) {
+	url := testenv.Database(t)
+	for _, dir := range []string{"up", "status", "down", "up"} {
+		if code, _, stderr := runCLI(t, nil, "migrate", "-database", url, dir); code != 0 {
+			t.Fatalf("migrate %s: %s", dir, stderr)
+		}
+	}
+	if code, _, _ := runCLI(t, nil, "migrate", "-database", url, "sideways"); code == 0 {
+		t.Fatal("an unknown direction succeeded")
+	}
 }

@@ -1,0 +1,84 @@
+package storage
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+)
+
+type historyJSON struct {
+	ConversationID string        `json:"conversationId"`
+	Messages       []messageJSON `json:"messages"`
+}
+
+type messageJSON struct {
+	ID         string     `json:"id"`
+	Role       string     `json:"role"`
+	Content    string     `json:"content"`
+	Status     string     `json:"status"`
+	PreviousID string     `json:"previousId,omitempty"`
+	VariantOf  string     `json:"variantOf,omitempty"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	Reasoning  []stepJSON `json:"reasoning,omitempty"`
+}
+
+type stepJSON struct {
+	ID         string    `json:"id"`
+	StepIndex  int32     `json:"stepIndex"`
+	Content    string    `json:"content"`
+	ToolCallID string    `json:"toolCallId,omitempty"`
+	CreatedAt  time.Time `json:"createdAt"`
+}
+
+// HistoryHandler serves GET …/conversations/{id}: the conversation's
+// messages in order, each with its reasoning steps, to the conversation's
+// owner only. authenticate returns the caller's identity.
+func HistoryHandler(s Store, authenticate func(*http.Request) (string, error), log *slog.Logger) http.Handler {
+	if log == nil {
+		log = slog.Default()
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fail := func(status int, msg string) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+		}
+		identity, err := authenticate(r)
+		if err != nil {
+			fail(http.StatusUnauthorized, err.Error())
+			return
+		}
+		id := r.PathValue("id")
+		conv, err := s.Conversation(r.Context(), id)
+		// An unknown conversation and someone else's look the same, so
+		// that ids cannot be probed.
+		if errors.Is(err, ErrNotFound) || (err == nil && conv.Owner != identity) {
+			fail(http.StatusNotFound, "no such conversation")
+			return
+		}
+		if err != nil {
+			log.Error("history", "conversation", id, "err", err)
+			fail(http.StatusServiceUnavailable, "storage unavailable")
+			return
+		}
+		entries, err := s.History(r.Context(), id)
+		if err != nil {
+			log.Error("history", "conversation", id, "err", err)
+			fail(http.StatusServiceUnavailable, "storage unavailable")
+			return
+		}
+		out := historyJSON{ConversationID: id, Messages: []messageJSON{}}
+		for _, e := range entries {
+			m := messageJSON{ID: e.ID, Role: e.Role, Content: e.Content, Status: e.Status, PreviousID: e.PreviousID,
+				VariantOf: e.VariantOf, CreatedAt: e.CreatedAt}
+			for _, st := range e.Steps {
+				m.Reasoning = append(m.Reasoning, stepJSON{ID: st.ID, StepIndex: st.Index, Content: st.Content, ToolCallID: st.ToolCallID, CreatedAt: st.EndedAt})
+			}
+			out.Messages = append(out.Messages, m)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	})
+}
