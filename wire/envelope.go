@@ -92,10 +92,15 @@ var decoders = sync.Pool{New: func() any {
 	return s
 }}
 
-// Unmarshal decodes one envelope. Errors are *DecodeError.
-func Unmarshal(b []byte) (*Envelope, error) {
-	if len(b) > MaxPacketBytes {
-		return nil, malformed("", "envelope of %d bytes exceeds the %d-byte limit", len(b), MaxPacketBytes)
+// Unmarshal decodes one envelope of at most MaxPacketBytes, the most one
+// data packet may carry. Errors are *DecodeError.
+func Unmarshal(b []byte) (*Envelope, error) { return UnmarshalLimit(b, MaxPacketBytes) }
+
+// UnmarshalLimit decodes an envelope of at most limit bytes: an envelope
+// that arrived as a LiveKit byte stream may exceed one packet.
+func UnmarshalLimit(b []byte, limit int) (*Envelope, error) {
+	if len(b) > limit {
+		return nil, malformed("", "envelope of %d bytes exceeds the %d-byte limit", len(b), limit)
 	}
 	s := decoders.Get().(*decodeState)
 	defer decoders.Put(s)

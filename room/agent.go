@@ -1,0 +1,372 @@
+package room
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/livekit/protocol/livekit"
+	lksdk "github.com/livekit/server-sdk-go/v2"
+
+	"github.com/alicia-voice/alicia/reasoning"
+	"github.com/alicia-voice/alicia/storage"
+)
+
+// Config says where LiveKit is and how the bot presents itself. Every
+// field has an environment variable and a flag of the same meaning; the
+// defaults match a LiveKit server in dev mode on this machine.
+type Config struct {
+	LiveKitURL string // ALICIA_LIVEKIT_URL
+	APIKey     string // ALICIA_LIVEKIT_API_KEY
+	APISecret  string // ALICIA_LIVEKIT_API_SECRET
+	AgentName  string // ALICIA_AGENT_NAME
+	HTTPAddr   string // ALICIA_HTTP_ADDR
+	// TokenSecret protects POST /v1/token; empty means the API secret.
+	TokenSecret string // ALICIA_TOKEN_SECRET
+	// MaxSessions is the capacity reported to LiveKit as load.
+	MaxSessions int
+	// EmptyTimeout: how long the bot stays once every user has left.
+	EmptyTimeout time.Duration
+}
+
+// Flags registers the configuration's flags on fs, with defaults from the
+// environment.
+func (c *Config) Flags(fs *flag.FlagSet) {
+	env := func(k, d string) string {
+		if v := os.Getenv(k); v != "" {
+			return v
+		}
+		return d
+	}
+	fs.StringVar(&c.LiveKitURL, "livekit-url", env("ALICIA_LIVEKIT_URL", "ws://127.0.0.1:7880"), "LiveKit server URL (ALICIA_LIVEKIT_URL)")
+	fs.StringVar(&c.APIKey, "livekit-api-key", env("ALICIA_LIVEKIT_API_KEY", "devkey"), "LiveKit API key (ALICIA_LIVEKIT_API_KEY)")
+	fs.StringVar(&c.APISecret, "livekit-api-secret", env("ALICIA_LIVEKIT_API_SECRET", "secret"), "LiveKit API secret (ALICIA_LIVEKIT_API_SECRET)")
+	fs.StringVar(&c.AgentName, "agent-name", env("ALICIA_AGENT_NAME", "alicia"), "agent name LiveKit dispatches (ALICIA_AGENT_NAME)")
+	fs.StringVar(&c.HTTPAddr, "http-addr", env("ALICIA_HTTP_ADDR", "127.0.0.1:8080"), "address of the HTTP API (ALICIA_HTTP_ADDR)")
+	fs.StringVar(&c.TokenSecret, "token-secret", env("ALICIA_TOKEN_SECRET", ""), "shared secret for POST /v1/token; default: the API secret (ALICIA_TOKEN_SECRET)")
+	fs.IntVar(&c.MaxSessions, "max-sessions", 500, "conversations this process takes before it reports itself full")
+	fs.DurationVar(&c.EmptyTimeout, "empty-timeout", 30*time.Second, "how long the bot stays in a room nobody is in")
+}
+
+func (c *Config) withDefaults() {
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = 500
+	}
+	if c.EmptyTimeout <= 0 {
+		c.EmptyTimeout = 30 * time.Second
+	}
+	if c.AgentName == "" {
+		c.AgentName = "alicia"
+	}
+}
+
+// httpURL is the LiveKit server's API URL.
+func (c *Config) httpURL() string {
+	u, err := url.Parse(c.LiveKitURL)
+	if err != nil {
+		return c.LiveKitURL
+	}
+	switch u.Scheme {
+	case "ws":
+		u.Scheme = "http"
+	case "wss":
+		u.Scheme = "https"
+	}
+	return u.String()
+}
+
+// Agent is a serving process's bot: the agent worker and the sessions of
+// the rooms it was dispatched to.
+type Agent struct {
+	cfg        Config
+	log        *slog.Logger
+	store      storage.Store
+	metrics    *Metrics
+	newHandler func(*Session) Handler
+	worker     *worker
+	dispatch   *lksdk.AgentDispatchClient
+
+	ctx  context.Context
+	mu   sync.Mutex
+	jobs map[string]*job
+	wg   sync.WaitGroup
+	// draining: stopping; new assignments are refused.
+	draining bool
+}
+
+type job struct {
+	id      string
+	room    string
+	session *Session
+	conn    *conn
+	ended   chan struct{}
+}
+
+// NewAgent prepares an agent; Run starts it.
+func NewAgent(cfg Config, store storage.Store, metrics *Metrics, newHandler func(*Session) Handler, log *slog.Logger) *Agent {
+	cfg.withDefaults()
+	a := &Agent{cfg: cfg, log: log, store: store, metrics: metrics, newHandler: newHandler, jobs: map[string]*job{}}
+	a.worker = newWorker(cfg.LiveKitURL, cfg.APIKey, cfg.APISecret, cfg.AgentName, "alicia", log)
+	a.worker.available = a.available
+	a.worker.assign = a.assign
+	a.worker.load = a.load
+	a.dispatch = lksdk.NewAgentDispatchServiceClient(cfg.httpURL(), cfg.APIKey, cfg.APISecret)
+	return a
+}
+
+// Registered is closed once the worker first registered with LiveKit.
+func (a *Agent) Registered() <-chan struct{} { return a.worker.registered }
+
+// Run serves until ctx ends, then hands its rooms over to the other
+// processes under the same agent name (through LiveKit's dispatch) and
+// stops.
+func (a *Agent) Run(ctx context.Context) {
+	runCtx, cancel := context.WithCancel(context.Background())
+	a.ctx = runCtx
+	workerDone := make(chan struct{})
+	go func() {
+		defer close(workerDone)
+		a.worker.run(runCtx)
+	}()
+	<-ctx.Done()
+	a.handOver()
+	cancel()
+	<-workerDone
+	a.wg.Wait()
+}
+
+func (a *Agent) load() (float32, uint32) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return float32(len(a.jobs)) / float32(a.cfg.MaxSessions), uint32(len(a.jobs))
+}
+
+func (a *Agent) available(*livekit.Job) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ok := !a.draining && len(a.jobs) < a.cfg.MaxSessions
+	if !ok {
+		a.metrics.jobs.WithLabelValues("refused").Inc()
+	}
+	return ok
+}
+
+// assign joins the job's room; the worker's read loop must not wait for
+// it.
+func (a *Agent) assign(lj *livekit.Job, token string) {
+	a.mu.Lock()
+	if a.draining {
+		a.mu.Unlock()
+		a.worker.jobStatus(lj.Id, livekit.JobStatus_JS_FAILED, "the process is stopping")
+		return
+	}
+	j := &job{id: lj.Id, room: lj.Room.GetName(), ended: make(chan struct{})}
+	a.jobs[j.id] = j
+	a.mu.Unlock()
+	a.metrics.jobs.WithLabelValues("accepted").Inc()
+	a.worker.loadChanged()
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		status, reason := a.runJob(j, token)
+		a.mu.Lock()
+		delete(a.jobs, j.id)
+		a.mu.Unlock()
+		a.worker.loadChanged()
+		a.worker.jobStatus(j.id, status, reason)
+	}()
+}
+
+// runJob is one room's life: join, serve the conversation, leave.
+func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
+	log := a.log.With("room", j.room, "job", j.id)
+	assigned := time.Now()
+	j.conn = &conn{}
+	audience := reasoning.NewAudience(a.store)
+	sess := newSession(a.ctx, SessionConfig{ID: j.room, Store: a.store, Audience: audience, Metrics: a.metrics, Logger: a.log}, j.conn)
+	sess.handler = a.newHandler(sess)
+	j.session = sess
+	defer sess.Close()
+
+	disconnected := make(chan lksdk.DisconnectionReason, 1)
+	humans := make(chan int, 16)
+	cb := lksdk.NewRoomCallback()
+	cb.OnDataPacket = func(data lksdk.DataPacket, p lksdk.DataReceiveParams) {
+		u, ok := data.(*lksdk.UserDataPacket)
+		if !ok || !isAlicia(u.Topic) {
+			return
+		}
+		if p.Sender != nil && p.Sender.Kind() == lksdk.ParticipantAgent {
+			a.metrics.badInput.WithLabelValues("agent").Inc()
+			return
+		}
+		sess.receive(p.SenderIdentity, u.Payload)
+	}
+	countHumans := func(r *lksdk.Room) int {
+		n := 0
+		for _, p := range r.GetRemoteParticipants() {
+			if p.Kind() != lksdk.ParticipantAgent {
+				n++
+			}
+		}
+		return n
+	}
+	cb.OnParticipantConnected = func(p *lksdk.RemoteParticipant) {
+		log.Debug("participant connected", "identity", p.Identity(), "kind", p.Kind())
+		if p.Kind() == lksdk.ParticipantAgent {
+			return
+		}
+		if err := audience.Join(a.ctx, p.Identity()); err != nil {
+			log.Warn("reading preferences", "identity", p.Identity(), "err", err)
+		}
+		sess.join(p.Identity())
+		sess.greet(p.Identity())
+		if r := j.conn.get(); r != nil {
+			humans <- countHumans(r)
+		}
+	}
+	cb.OnParticipantDisconnected = func(p *lksdk.RemoteParticipant) {
+		log.Debug("participant disconnected", "identity", p.Identity())
+		audience.Leave(p.Identity())
+		sess.leave(p.Identity())
+		if r := j.conn.get(); r != nil {
+			humans <- countHumans(r)
+		}
+	}
+	cb.OnDisconnectedWithReason = func(reason lksdk.DisconnectionReason) {
+		select {
+		case disconnected <- reason:
+		default:
+		}
+	}
+	room, err := lksdk.ConnectToRoomWithToken(a.cfg.LiveKitURL, token, cb, lksdk.WithAutoSubscribe(false))
+	if err != nil {
+		log.Error("joining the room", "err", err)
+		a.metrics.jobs.WithLabelValues("failed").Inc()
+		return livekit.JobStatus_JS_FAILED, "could not join: " + err.Error()
+	}
+	j.conn.mu.Lock()
+	j.conn.room = room
+	j.conn.mu.Unlock()
+	_ = room.RegisterByteStreamHandler(Topic, func(r *lksdk.ByteStreamReader, identity string) {
+		sess.receive(identity, readStream(r))
+	})
+	// Users already in the room get the handshake now, so that nobody
+	// depends on who came first.
+	joined := time.Now()
+	present := room.GetRemoteParticipants()
+	log.Debug("participants at join", "n", len(present))
+	for _, p := range present {
+		if p.Kind() != lksdk.ParticipantAgent {
+			_ = audience.Join(a.ctx, p.Identity())
+			sess.join(p.Identity())
+			sess.greet(p.Identity())
+		}
+	}
+	a.worker.jobStatus(j.id, livekit.JobStatus_JS_RUNNING, "")
+	log.Info("joined", "join", joined.Sub(assigned), "greeting", time.Since(joined))
+
+	empty := time.NewTimer(a.cfg.EmptyTimeout)
+	if countHumans(room) > 0 {
+		empty.Stop()
+	}
+	defer empty.Stop()
+	for {
+		select {
+		case n := <-humans:
+			if n == 0 {
+				empty.Reset(a.cfg.EmptyTimeout)
+			} else {
+				empty.Stop()
+			}
+		case <-empty.C:
+			log.Info("nobody left in the room; leaving")
+			room.Disconnect()
+			a.metrics.jobs.WithLabelValues("done").Inc()
+			return livekit.JobStatus_JS_SUCCESS, ""
+		case reason := <-disconnected:
+			// The SDK resumes and rejoins by itself; this is after it gave
+			// up, or the room closed, or another bot took the room over.
+			if reason == lksdk.DuplicateIdentity || reason == lksdk.RoomClosed || reason == lksdk.LeaveRequested {
+				a.metrics.jobs.WithLabelValues("done").Inc()
+				return livekit.JobStatus_JS_SUCCESS, ""
+			}
+			log.Warn("lost the room", "reason", reason)
+			a.metrics.jobs.WithLabelValues("failed").Inc()
+			a.redispatch(j.room)
+			return livekit.JobStatus_JS_FAILED, fmt.Sprintf("disconnected: %v", reason)
+		case <-j.ended:
+			room.Disconnect()
+			return livekit.JobStatus_JS_SUCCESS, "handed over"
+		}
+	}
+}
+
+// redispatch asks LiveKit to send a bot to a room again, so that a
+// conversation whose bot lost its room is re-joined, by this process or
+// another.
+func (a *Agent) redispatch(room string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := a.dispatch.CreateDispatch(ctx, &livekit.CreateAgentDispatchRequest{AgentName: a.cfg.AgentName, Room: room}); err != nil {
+		a.log.Error("could not ask for a new bot; the conversation waits for its user to request a token", "room", room, "err", err)
+	}
+}
+
+// handOver stops taking jobs, flushes storage so that the next bot
+// continues the conversations where this one left them, and asks
+// LiveKit to dispatch each room again: another process under the same
+// agent name takes it over (and replaces this bot, whose identity it
+// shares).
+func (a *Agent) handOver() {
+	a.mu.Lock()
+	a.draining = true
+	jobs := make([]*job, 0, len(a.jobs))
+	for _, j := range a.jobs {
+		jobs = append(jobs, j)
+	}
+	a.mu.Unlock()
+	a.worker.drain()
+	for _, j := range jobs {
+		if j.session != nil {
+			j.session.Close()
+		}
+	}
+	flushCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	if err := a.store.Close(flushCtx); err != nil {
+		a.log.Error("flushing storage before handing rooms over", "err", err)
+	}
+	cancel()
+	for _, j := range jobs {
+		a.redispatch(j.room)
+		a.metrics.jobs.WithLabelValues("handed_over").Inc()
+		close(j.ended)
+	}
+	if len(jobs) > 0 {
+		a.log.Info("rooms handed over", "rooms", len(jobs))
+	}
+}
+
+// Sessions returns the live sessions (for tests and metrics).
+func (a *Agent) Sessions() []*Session {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []*Session
+	for _, j := range a.jobs {
+		if j.session != nil {
+			out = append(out, j.session)
+		}
+	}
+	return out
+}
+
+
+func roomNameOK(s string) bool {
+	return s != "" && len(s) <= 128 && !strings.ContainsAny(s, "/\\ \t\n")
+}

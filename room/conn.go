@@ -1,0 +1,110 @@
+package room
+
+import (
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/livekit/protocol/livekit"
+	lksdk "github.com/livekit/server-sdk-go/v2"
+)
+
+// conn is a session's LiveKit room connection.
+type conn struct {
+	mu   sync.Mutex
+	room *lksdk.Room
+}
+
+var errNotConnected = errors.New("not connected to the room")
+
+func (c *conn) get() *lksdk.Room {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.room
+}
+
+// ready returns the room when its connection is up. While the SDK
+// reconnects, a publish would block the session's send lock and then
+// reach whoever holds the identity by then, maybe a rejoined client that
+// also gets the envelope by replay; skipping it leaves it to replay.
+func (c *conn) ready() (*lksdk.Room, error) {
+	r := c.get()
+	if r == nil || r.ConnectionState() != lksdk.ConnectionStateConnected {
+		return nil, errNotConnected
+	}
+	return r, nil
+}
+
+func (c *conn) publish(payload []byte, to []string) error {
+	r, err := c.ready()
+	if err != nil {
+		return err
+	}
+	return r.LocalParticipant.PublishDataPacket(lksdk.UserData(payload), lksdk.WithDataPublishReliable(true),
+		lksdk.WithDataPublishTopic(Topic), lksdk.WithDataPublishDestination(to))
+}
+
+func (c *conn) connection(identity string) string {
+	r := c.get()
+	if r == nil {
+		return ""
+	}
+	p := r.GetParticipantByIdentity(identity)
+	if p == nil {
+		return ""
+	}
+	return p.SID()
+}
+
+// streamChunkSize is LiveKit's byte-stream chunk size.
+const streamChunkSize = 15_000
+
+// streamPacket sends a hand-built data-stream packet: the SDK's stream
+// writer waits about 200 ms per chunk for a buffer threshold it never
+// sets, while these go out as fast as reliable packets do.
+type streamPacket struct{ p *livekit.DataPacket }
+
+func (s streamPacket) ToProto() *livekit.DataPacket { return s.p }
+
+// publishStream sends an envelope too large for one packet as a byte
+// stream on the alicia topic (MIME type application/msgpack), which
+// LiveKit clients receive with a byte-stream handler.
+func (c *conn) publishStream(payload []byte, to []string) error {
+	r, err := c.ready()
+	if err != nil {
+		return err
+	}
+	id := uuid.NewString()
+	size := uint64(len(payload))
+	opts := []lksdk.DataPublishOption{lksdk.WithDataPublishReliable(true), lksdk.WithDataPublishDestination(to)}
+	send := func(p *livekit.DataPacket) error { return r.LocalParticipant.PublishDataPacket(streamPacket{p}, opts...) }
+	if err := send(&livekit.DataPacket{Value: &livekit.DataPacket_StreamHeader{StreamHeader: &livekit.DataStream_Header{
+		StreamId: id, Timestamp: time.Now().UnixMilli(), Topic: Topic, MimeType: "application/msgpack", TotalLength: &size,
+		ContentHeader: &livekit.DataStream_Header_ByteHeader{ByteHeader: &livekit.DataStream_ByteHeader{Name: "envelope.msgpack"}},
+	}}}); err != nil {
+		return err
+	}
+	for i := 0; len(payload) > 0; i++ {
+		n := min(len(payload), streamChunkSize)
+		if err := send(&livekit.DataPacket{Value: &livekit.DataPacket_StreamChunk{StreamChunk: &livekit.DataStream_Chunk{
+			StreamId: id, ChunkIndex: uint64(i), Content: payload[:n]}}}); err != nil {
+			return err
+		}
+		payload = payload[n:]
+	}
+	return send(&livekit.DataPacket{Value: &livekit.DataPacket_StreamTrailer{StreamTrailer: &livekit.DataStream_Trailer{StreamId: id}}})
+}
+
+// maxClientStream bounds what a client may send as a byte stream; the
+// envelope decoder then refuses anything over 15 KiB with a clear error.
+const maxClientStream = 1 << 20
+
+func readStream(r io.Reader) []byte {
+	b, _ := io.ReadAll(io.LimitReader(r, maxClientStream))
+	return b
+}
+
+// isAlicia reports a topic the protocol travels on.
+func isAlicia(topic string) bool { return topic == Topic || topic == "" }

@@ -1,0 +1,35 @@
+package room
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics counts what the room layer sees.
+type Metrics struct {
+	badInput     *prometheus.CounterVec
+	packetsOut   prometheus.Counter
+	streams      prometheus.Counter
+	sendFailures prometheus.Counter
+	replayed     prometheus.Counter
+	jobs         *prometheus.CounterVec
+}
+
+// NewMetrics registers the room metrics on reg (nil: not exported).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		badInput: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "alicia", Subsystem: "room", Name: "bad_input_total",
+			Help: "Client envelopes refused, by the error code answered (or 'agent' for packets from other agents, not answered)."}, []string{"code"}),
+		packetsOut: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "alicia", Subsystem: "room", Name: "envelopes_sent_total",
+			Help: "Envelopes published, replays included."}),
+		streams: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "alicia", Subsystem: "room", Name: "byte_streams_total",
+			Help: "Envelopes over 15 KiB sent as byte streams."}),
+		sendFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "alicia", Subsystem: "room", Name: "send_failures_total",
+			Help: "Publishes that failed; the envelope waits in the replay log."}),
+		replayed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "alicia", Subsystem: "room", Name: "envelopes_replayed_total",
+			Help: "Envelopes sent again to resuming clients."}),
+		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "alicia", Subsystem: "room", Name: "jobs_total",
+			Help: "Agent jobs by outcome: accepted, refused, done, failed, handed_over."}, []string{"outcome"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.badInput, m.packetsOut, m.streams, m.sendFailures, m.replayed, m.jobs)
+	}
+	return m
+}

@@ -1,0 +1,532 @@
+package room
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/alicia-voice/alicia/reasoning"
+	"github.com/alicia-voice/alicia/storage"
+	"github.com/alicia-voice/alicia/wire"
+)
+
+// Topic is the data topic of the Alicia protocol. Packets without a topic
+// are accepted too, from clients older than it.
+const Topic = "alicia"
+
+// Handler runs a conversation: the session hands it every client envelope
+// except the handshake's Configuration and Acknowledgements, one at a
+// time, in arrival order. Handle must return quickly: long work (a model
+// turn) runs in a goroutine started with s.Go, so that a ControlStop that
+// follows is handled at once.
+type Handler interface {
+	Handle(ctx context.Context, s *Session, in Inbound)
+	// Features are the server's own features stated in its Configuration.
+	Features() []string
+}
+
+// Inbound is one decoded client envelope.
+type Inbound struct {
+	From     string
+	Envelope *wire.Envelope
+	Received time.Time
+}
+
+// publisher sends bytes into the room; a Conn does it over LiveKit.
+type publisher interface {
+	// publish sends one packet of at most wire.MaxPacketBytes.
+	publish(payload []byte, to []string) error
+	// publishStream sends a larger payload as a LiveKit byte stream.
+	publishStream(payload []byte, to []string) error
+	// connection names the identity's current connection ("" if absent).
+	connection(identity string) string
+}
+
+// sent is one envelope in the session's replay log.
+type sent struct {
+	stanza  int32
+	payload []byte
+	to      []string
+}
+
+// Session owns one conversation: the envelopes that come in, handled in
+// order, and the envelopes that go out, numbered −1, −2, −3… and sent in
+// that order.
+type Session struct {
+	ID       string
+	log      *slog.Logger
+	store    storage.Store
+	audience *reasoning.Audience
+	handler  Handler
+	metrics  *Metrics
+	out      publisher
+
+	inbox chan rawPacket
+	ctx   context.Context
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
+
+	sendMu sync.Mutex
+	next   int32 // magnitude of the next server stanza
+	// members maps each user in the room to the connection that is in
+	// sync ("" until its handshake). A user who (re)joined receives nothing
+	// but the handshake until its Configuration: what it missed, and what
+	// is sent meanwhile, reaches it once, by replay. LiveKit replaces a
+	// quickly rejoining participant without any event, so the connection
+	// id is checked at every send.
+	members map[string]string
+	replay []sent
+	// replayBytes bounds the in-memory log by size as well as count.
+	replayBytes int
+
+	seenMu sync.Mutex
+	seen   map[string]map[int32]uint64 // identity → client stanza → payload hash
+
+	ownerMu sync.Mutex
+	owner   string
+}
+
+const (
+	replayMax      = 4096
+	replayMaxBytes = 16 << 20
+	seenMax        = 4096
+	inboxSize      = 2048
+)
+
+type rawPacket struct {
+	from     string
+	payload  []byte
+	received time.Time
+}
+
+// SessionConfig builds a Session.
+type SessionConfig struct {
+	ID       string
+	Store    storage.Store
+	Audience *reasoning.Audience
+	Handler  Handler
+	Metrics  *Metrics
+	Logger   *slog.Logger
+}
+
+func newSession(parent context.Context, c SessionConfig, out publisher) *Session {
+	s := &Session{ID: c.ID, log: c.Logger.With("conversation", c.ID), store: c.Store, audience: c.Audience,
+		handler: c.Handler, metrics: c.Metrics, out: out, inbox: make(chan rawPacket, inboxSize), next: 1,
+		seen: map[string]map[int32]uint64{}, members: map[string]string{}}
+	s.ctx, s.stop = context.WithCancel(parent)
+	// Continue the conversation's stanza count where the durable log left
+	// it: a bot that took over after a restart must never reuse a number.
+	if s.store.Durable() {
+		if envs, err := s.store.Envelopes(s.ctx, c.ID, 0, ""); err == nil {
+			for _, e := range envs {
+				if -e.StanzaID >= s.next {
+					s.next = -e.StanzaID + 1
+				}
+			}
+		}
+	}
+	s.wg.Add(1)
+	go s.run()
+	return s
+}
+
+// Go runs f in a goroutine owned by the session: Close cancels ctx and
+// waits for it.
+func (s *Session) Go(f func(ctx context.Context)) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f(s.ctx)
+	}()
+}
+
+// Audience is who in the room sees reasoning, and how.
+func (s *Session) Audience() *reasoning.Audience { return s.audience }
+
+// Store is the conversation's storage.
+func (s *Session) Store() storage.Store { return s.store }
+
+// Owner is the identity of the user the conversation belongs to.
+func (s *Session) Owner() string {
+	s.ownerMu.Lock()
+	defer s.ownerMu.Unlock()
+	return s.owner
+}
+
+// receive queues a packet from the room; the SDK's callback must not
+// block, so a full inbox answers 504 instead.
+func (s *Session) receive(from string, payload []byte) {
+	select {
+	case s.inbox <- rawPacket{from: from, payload: payload, received: time.Now()}:
+	default:
+		s.metrics.badInput.WithLabelValues("504").Inc()
+		s.sendError(from, wire.CodeQueueFull, wire.SeverityWarning, true, "too many envelopes at once; send this one again", 0, false, "")
+	}
+}
+
+func (s *Session) run() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case p := <-s.inbox:
+			s.handle(p)
+		}
+	}
+}
+
+func (s *Session) handle(p rawPacket) {
+	env, err := wire.Unmarshal(p.payload)
+	if err != nil {
+		var de *wire.DecodeError
+		if !errors.As(err, &de) {
+			de = &wire.DecodeError{Code: wire.CodeMalformed, Reason: err.Error()}
+		}
+		s.metrics.badInput.WithLabelValues(strconv.Itoa(int(de.Code))).Inc()
+		s.log.Warn("bad envelope", "from", p.from, "err", err)
+		s.sendError(p.from, de.Code, wire.SeverityError, true, de.Error(), de.StanzaID, de.HasStanzaID, "")
+		return
+	}
+	if env.StanzaID <= 0 {
+		// A client numbers 1, 2, 3…: a zero or negative stanza claims to
+		// come from a server.
+		s.metrics.badInput.WithLabelValues("101").Inc()
+		s.sendError(p.from, wire.CodeMalformed, wire.SeverityError, true,
+			fmt.Sprintf("stanza %d: clients number their envelopes 1, 2, 3…; negative stanzas are the server's", env.StanzaID), env.StanzaID, true, bodyID(env))
+		return
+	}
+	if env.ConversationID != "" && env.ConversationID != s.ID {
+		s.metrics.badInput.WithLabelValues("201").Inc()
+		s.sendError(p.from, wire.CodeConversationNotFound, wire.SeverityError, true,
+			fmt.Sprintf("this room is conversation %s, not %s", s.ID, env.ConversationID), env.StanzaID, true, bodyID(env))
+		return
+	}
+	if s.duplicate(p.from, env.StanzaID, p.payload) {
+		// Handled already (a client re-sending after a reconnect): say so
+		// again, do nothing twice.
+		s.Send(&wire.Acknowledgement{ConversationID: s.ID, AcknowledgedStanzaID: env.StanzaID, AcknowledgedMessageID: bodyID(env), Notes: "duplicate"}, p.from)
+		return
+	}
+	in := Inbound{From: p.from, Envelope: env, Received: p.received}
+	if _, isConfig := env.Body.(*wire.Configuration); !isConfig {
+		// A client that talks without a handshake is in sync from now on.
+		s.sendMu.Lock()
+		s.sync(p.from)
+		s.sendMu.Unlock()
+	}
+	switch body := env.Body.(type) {
+	case *wire.Configuration:
+		s.configure(in, body)
+	case *wire.Acknowledgement:
+		// Nothing to do: replay is driven by Configuration.
+	default:
+		s.handler.Handle(s.ctx, s, in)
+	}
+}
+
+// duplicate reports a client stanza handled before with the same bytes. A
+// client that starts counting at 1 again (a reloaded page) sends different
+// bytes under an old number, which is new work.
+func (s *Session) duplicate(from string, stanza int32, payload []byte) bool {
+	h := fnv.New64a()
+	h.Write(payload)
+	sum := h.Sum64()
+	s.seenMu.Lock()
+	defer s.seenMu.Unlock()
+	m := s.seen[from]
+	if m == nil {
+		m = map[int32]uint64{}
+		s.seen[from] = m
+	}
+	if old, ok := m[stanza]; ok && old == sum {
+		return true
+	}
+	if len(m) >= seenMax {
+		for k := range m { // forget the oldest numbers first
+			if k < stanza-seenMax {
+				delete(m, k)
+			}
+		}
+	}
+	m[stanza] = sum
+	return false
+}
+
+func bodyID(env *wire.Envelope) string {
+	switch b := env.Body.(type) {
+	case *wire.UserMessage:
+		return b.ID
+	case *wire.Transcription:
+		return b.ID
+	case *wire.ToolUseResult:
+		return b.RequestID
+	case *wire.ControlVariation:
+		return b.TargetID
+	case *wire.ControlStop:
+		return b.TargetID
+	case *wire.Commentary:
+		return b.ID
+	}
+	return ""
+}
+
+// configure answers a client's Configuration: reasoning preferences,
+// resume, then the server's own Configuration.
+func (s *Session) configure(in Inbound, c *wire.Configuration) {
+	s.ownerMu.Lock()
+	if s.owner == "" {
+		s.owner = in.From
+		s.store.SaveConversation(storage.Conversation{ID: s.ID, Owner: in.From, CreatedAt: time.Now()})
+	}
+	s.ownerMu.Unlock()
+	effective, err := s.audience.Configure(s.ctx, in.From, c.Features)
+	if err != nil {
+		s.log.Error("saving preferences", "identity", in.From, "err", err)
+	}
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	if c.LastSequenceSeen > 0 {
+		if !s.replayLocked(in.From, c.LastSequenceSeen) {
+			s.sendLocked(errorBody(s.ID, wire.CodeInvalidState, wire.SeverityError, false,
+				fmt.Sprintf("cannot resume after stanza -%d: the envelopes after it are no longer kept; start again", c.LastSequenceSeen), ""),
+				[]string{in.From}, map[string]any{"originatingStanzaId": in.Envelope.StanzaID}, true)
+			return
+		}
+	}
+	s.sync(in.From)
+	s.sendLocked(s.configuration(in.From, effective), []string{in.From}, nil, true)
+}
+
+// sync records the user's current connection as in sync.
+func (s *Session) sync(identity string) {
+	s.members[identity] = s.out.connection(identity)
+}
+
+// join records a user who entered the room: out of sync until its
+// handshake.
+func (s *Session) join(identity string) {
+	s.log.Debug("member joined", "identity", identity)
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	s.members[identity] = ""
+}
+
+// leave marks a user gone: out of sync, since the next connection under
+// its identity may announce itself with no join event (a quick rejoin
+// replaces the old connection).
+func (s *Session) leave(identity string) {
+	s.log.Debug("member left", "identity", identity)
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	s.members[identity] = ""
+}
+
+func (s *Session) configuration(identity string, reasoningFeatures []string) *wire.Configuration {
+	features := slices.Clone(s.handler.Features())
+	features = append(features, reasoningFeatures...)
+	var last int32
+	s.seenMu.Lock()
+	for k := range s.seen[identity] {
+		last = max(last, k)
+	}
+	s.seenMu.Unlock()
+	return &wire.Configuration{ConversationID: s.ID, LastSequenceSeen: last, Features: features}
+}
+
+// greet sends the server's Configuration, unasked: to the room when the
+// bot joins, to one participant when it joins later. Either side may
+// speak first.
+func (s *Session) greet(identity string) {
+	var to []string
+	features := []string(nil)
+	if identity != "" {
+		to = []string{identity}
+		if m, err := s.store.Mode(s.ctx, identity); err == nil {
+			features = m.Features(false)
+		}
+	}
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	s.sendLocked(s.configuration(identity, features), to, nil, true)
+}
+
+// replayLocked re-sends the envelopes after stanza −after that were
+// addressed to identity, exactly once each, with their original numbers
+// and bytes: the older ones from the durable log, the recent ones from
+// memory (the durable writer may lag). false means some are no longer
+// kept anywhere.
+func (s *Session) replayLocked(identity string, after int32) bool {
+	s.log.Debug("replay", "identity", identity, "after", after, "next", s.next, "kept", len(s.replay))
+	switch {
+	case after > s.next-1:
+		return false // the client saw stanzas this session never sent: its state is gone
+	case after == s.next-1:
+		return true // nothing was missed
+	}
+	// Stanzas whose magnitude is at least oldest are in memory.
+	oldest := s.next
+	if len(s.replay) > 0 {
+		oldest = -s.replay[0].stanza
+	}
+	if oldest > after+1 {
+		if !s.store.Durable() {
+			return false
+		}
+		envs, err := s.store.Envelopes(s.ctx, s.ID, after, identity)
+		if err != nil {
+			s.log.Error("reading the envelope log", "err", err)
+			return false
+		}
+		for _, e := range envs {
+			if -e.StanzaID < oldest {
+				s.publishLocked(e.Payload, []string{identity})
+				s.metrics.replayed.Inc()
+			}
+		}
+	}
+	for _, e := range s.replay {
+		if -e.stanza > after && addressed(e.to, identity) {
+			s.publishLocked(e.payload, []string{identity})
+			s.metrics.replayed.Inc()
+		}
+	}
+	return true
+}
+
+func addressed(to []string, identity string) bool {
+	return to == nil || slices.Contains(to, identity)
+}
+
+// Send numbers an envelope, logs it for replay and sends it to the given
+// identities (everyone when none). Envelopes leave in stanza order.
+func (s *Session) Send(body any, to ...string) int32 {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	if len(to) == 0 {
+		to = nil
+	}
+	return s.sendLocked(body, to, nil, false)
+}
+
+// sendLocked logs and publishes an envelope. Unless handshake is set, it
+// reaches only the addressees in sync; the others get it by replay.
+func (s *Session) sendLocked(body any, to []string, meta map[string]any, handshake bool) int32 {
+	stanza := -s.next
+	s.next++
+	env := &wire.Envelope{StanzaID: stanza, ConversationID: s.ID, Meta: meta, Body: body}
+	payload, err := wire.Marshal(env)
+	if err != nil {
+		s.log.Error("encoding an envelope", "type", env.Type(), "err", err)
+		return stanza
+	}
+	s.replay = append(s.replay, sent{stanza: stanza, payload: payload, to: to})
+	s.replayBytes += len(payload)
+	for len(s.replay) > replayMax || s.replayBytes > replayMaxBytes {
+		s.replayBytes -= len(s.replay[0].payload)
+		s.replay = s.replay[1:]
+	}
+	_, isStep := body.(*wire.ReasoningStep)
+	partial := isStep && body.(*wire.ReasoningStep).Partial
+	if !partial {
+		// Partial steps are transient: their final form is what lasts.
+		s.store.SaveEnvelope(storage.Envelope{ConversationID: s.ID, StanzaID: stanza, Payload: payload, To: to, Reasoning: isStep, SentAt: time.Now()})
+	}
+	targets := to
+	if !handshake {
+		if targets = s.inSync(to); len(targets) == 0 {
+			return stanza
+		}
+	}
+	s.publishLocked(payload, targets)
+	return stanza
+}
+
+// inSync narrows addressees (nil: everyone) to the members in sync on
+// the connection they synced on.
+func (s *Session) inSync(to []string) []string {
+	var out []string
+	ok := func(id string) bool {
+		conn := s.members[id]
+		if conn == "" {
+			return false
+		}
+		if s.out.connection(id) != conn {
+			s.members[id] = "" // rejoined: wait for its handshake
+			return false
+		}
+		return true
+	}
+	if to == nil {
+		for id := range s.members {
+			if ok(id) {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	for _, id := range to {
+		if ok(id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func (s *Session) publishLocked(payload []byte, to []string) {
+	var err error
+	if len(payload) > wire.MaxPacketBytes {
+		err = s.out.publishStream(payload, to)
+		s.metrics.streams.Inc()
+	} else {
+		err = s.out.publish(payload, to)
+	}
+	s.metrics.packetsOut.Inc()
+	if err != nil {
+		// The envelope is in the log: the client gets it on resume.
+		s.metrics.sendFailures.Inc()
+		s.log.Warn("sending to the room failed; the envelope waits in the replay log", "err", err)
+	}
+}
+
+func errorBody(conv string, code int32, sev wire.Severity, recoverable bool, msg, originating string) *wire.ErrorMessage {
+	return &wire.ErrorMessage{ID: wire.NewID("err"), ConversationID: conv, Code: code, Message: msg, Severity: sev,
+		Recoverable: recoverable, OriginatingID: originating}
+}
+
+// sendError answers a sender with an ErrorMessage; the offending stanza
+// travels in the envelope's meta as originatingStanzaId.
+func (s *Session) sendError(to string, code int32, sev wire.Severity, recoverable bool, msg string, stanza int32, hasStanza bool, originating string) {
+	var meta map[string]any
+	if hasStanza {
+		meta = map[string]any{"originatingStanzaId": stanza}
+	}
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	s.sendLocked(errorBody(s.ID, code, sev, recoverable, msg, originating), []string{to}, meta, true)
+}
+
+// SendError reports a failure to the whole room (or to the given
+// identities) as an ErrorMessage.
+func (s *Session) SendError(code int32, recoverable bool, msg, originatingID string, to ...string) {
+	sev := wire.SeverityError
+	if recoverable {
+		sev = wire.SeverityWarning
+	}
+	s.Send(errorBody(s.ID, code, sev, recoverable, msg, originatingID), to...)
+}
+
+// Close stops the session and waits for every goroutine it owns.
+func (s *Session) Close() {
+	s.stop()
+	s.wg.Wait()
+}
+
+// Done is closed when the session stops.
+func (s *Session) Done() <-chan struct{} { return s.ctx.Done() }
