@@ -366,7 +366,6 @@ func (a *Agent) Sessions() []*Session {
 	return out
 }
 
-
 func roomNameOK(s string) bool {
 	return s != "" && len(s) <= 128 && !strings.ContainsAny(s, "/\\ \t\n")
 }

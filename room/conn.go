@@ -79,7 +79,9 @@ func (c *conn) publishStream(payload []byte, to []string) error {
 	id := uuid.NewString()
 	size := uint64(len(payload))
 	opts := []lksdk.DataPublishOption{lksdk.WithDataPublishReliable(true), lksdk.WithDataPublishDestination(to)}
-	send := func(p *livekit.DataPacket) error { return r.LocalParticipant.PublishDataPacket(streamPacket{p}, opts...) }
+	send := func(p *livekit.DataPacket) error {
+		return r.LocalParticipant.PublishDataPacket(streamPacket{p}, opts...)
+	}
 	if err := send(&livekit.DataPacket{Value: &livekit.DataPacket_StreamHeader{StreamHeader: &livekit.DataStream_Header{
 		StreamId: id, Timestamp: time.Now().UnixMilli(), Topic: Topic, MimeType: "application/msgpack", TotalLength: &size,
 		ContentHeader: &livekit.DataStream_Header_ByteHeader{ByteHeader: &livekit.DataStream_ByteHeader{Name: "envelope.msgpack"}},

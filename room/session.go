@@ -81,7 +81,7 @@ type Session struct {
 	// quickly rejoining participant without any event, so the connection
 	// id is checked at every send.
 	members map[string]string
-	replay []sent
+	replay  []sent
 	// replayBytes bounds the in-memory log by size as well as count.
 	replayBytes int
 
