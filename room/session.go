@@ -123,12 +123,10 @@ func newSession(parent context.Context, c SessionConfig, out publisher) *Session
 	// Continue the conversation's stanza count where the durable log left
 	// it: a bot that took over after a restart must never reuse a number.
 	if s.store.Durable() {
-		if envs, err := s.store.Envelopes(s.ctx, c.ID, 0, ""); err == nil {
-			for _, e := range envs {
-				if -e.StanzaID >= s.next {
-					s.next = -e.StanzaID + 1
-				}
-			}
+		if last, err := s.store.LastStanza(s.ctx, c.ID); err == nil {
+			s.next = last + 1
+		} else {
+			s.log.Error("reading the last stanza", "err", err)
 		}
 	}
 	s.wg.Add(1)

@@ -122,6 +122,16 @@ func (m *Memory) Envelopes(_ context.Context, conversationID string, after int32
 	return out, nil
 }
 
+func (m *Memory) LastStanza(_ context.Context, conversationID string) (int32, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	var last int32
+	for _, e := range m.envelopes[conversationID] {
+		last = max(last, -e.StanzaID)
+	}
+	return last, nil
+}
+
 func (m *Memory) Saturated() bool             { return false }
 func (m *Memory) Durable() bool               { return false }
 func (m *Memory) Close(context.Context) error { return nil }

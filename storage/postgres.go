@@ -332,6 +332,12 @@ func (p *Postgres) Envelopes(ctx context.Context, conversationID string, after i
 	return out, rows.Err()
 }
 
+func (p *Postgres) LastStanza(ctx context.Context, conversationID string) (int32, error) {
+	var last int32
+	err := p.pool.QueryRow(ctx, `SELECT coalesce(-min(stanza_id), 0) FROM alicia_envelopes WHERE conversation_id = $1`, conversationID).Scan(&last)
+	return last, err
+}
+
 func (p *Postgres) Saturated() bool { return p.w.saturated() }
 func (p *Postgres) Durable() bool   { return true }
 
