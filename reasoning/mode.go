@@ -6,6 +6,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/alicia-voice/alicia/pipeline/sentence"
 	"github.com/alicia-voice/alicia/wire"
 )
 
@@ -62,7 +63,7 @@ const SummaryMaxRunes = 160
 // cut at a word boundary (with an ellipsis) when the sentence is longer.
 func Summarize(s string) string {
 	s = strings.TrimSpace(s)
-	if end := firstSentenceEnd(s); end > 0 {
+	if end := sentence.End(s, true); end > 0 {
 		s = s[:end]
 	}
 	s = strings.Join(strings.Fields(s), " ")
@@ -75,44 +76,6 @@ func Summarize(s string) string {
 		cut = i
 	}
 	return strings.TrimRightFunc(s[:cut], func(r rune) bool { return unicode.IsSpace(r) || unicode.IsPunct(r) }) + "…"
-}
-
-// firstSentenceEnd finds the end of the first sentence: ., ! or ? (with
-// any closing quotes or brackets) followed by white space or the end, not
-// in a decimal number or a common abbreviation. 0 means not found.
-func firstSentenceEnd(s string) int {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c != '.' && c != '!' && c != '?' {
-			if c == '\n' && i+1 < len(s) && s[i+1] == '\n' {
-				return i
-			}
-			continue
-		}
-		j := i + 1
-		for j < len(s) && strings.IndexByte(`.!?"')]”’`, s[j]) >= 0 {
-			j++
-		}
-		if j < len(s) && !unicode.IsSpace(rune(s[j])) {
-			continue // 3.5, e.g.x, a URL
-		}
-		if c == '.' && isAbbreviation(s[:i]) {
-			continue
-		}
-		return j
-	}
-	return 0
-}
-
-var abbreviations = []string{"e.g", "i.e", "etc", "vs", "mr", "mrs", "ms", "dr", "st", "no", "approx", "cf", "fig"}
-
-func isAbbreviation(before string) bool {
-	w := before[strings.LastIndexFunc(before, unicode.IsSpace)+1:]
-	w = strings.ToLower(strings.TrimLeft(w, `("'`))
-	if len(w) == 1 && unicode.IsLetter(rune(w[0])) {
-		return true // an initial: "J. Smith"
-	}
-	return slices.Contains(abbreviations, w)
 }
 
 func byteIndexOfRune(s string, n int) int {

@@ -90,6 +90,8 @@ type Session struct {
 
 	ownerMu sync.Mutex
 	owner   string
+	// features each client announced in its Configuration.
+	features map[string][]string
 }
 
 const (
@@ -118,7 +120,7 @@ type SessionConfig struct {
 func newSession(parent context.Context, c SessionConfig, out publisher) *Session {
 	s := &Session{ID: c.ID, log: c.Logger.With("conversation", c.ID), store: c.Store, audience: c.Audience,
 		handler: c.Handler, metrics: c.Metrics, out: out, inbox: make(chan rawPacket, inboxSize), next: 1,
-		seen: map[string]map[int32]uint64{}, members: map[string]string{}}
+		seen: map[string]map[int32]uint64{}, members: map[string]string{}, features: map[string][]string{}}
 	s.ctx, s.stop = context.WithCancel(parent)
 	// Continue the conversation's stanza count where the durable log left
 	// it: a bot that took over after a restart must never reuse a number.
@@ -144,6 +146,9 @@ func (s *Session) Go(f func(ctx context.Context)) {
 	}()
 }
 
+// Context ends when the session stops.
+func (s *Session) Context() context.Context { return s.ctx }
+
 // Audience is who in the room sees reasoning, and how.
 func (s *Session) Audience() *reasoning.Audience { return s.audience }
 
@@ -155,6 +160,13 @@ func (s *Session) Owner() string {
 	s.ownerMu.Lock()
 	defer s.ownerMu.Unlock()
 	return s.owner
+}
+
+// ClientFeatures are the features a client announced ("" for none yet).
+func (s *Session) ClientFeatures(identity string) []string {
+	s.ownerMu.Lock()
+	defer s.ownerMu.Unlock()
+	return s.features[identity]
 }
 
 // receive queues a packet from the room; the SDK's callback must not
@@ -283,6 +295,7 @@ func (s *Session) configure(in Inbound, c *wire.Configuration) {
 		s.owner = in.From
 		s.store.SaveConversation(storage.Conversation{ID: s.ID, Owner: in.From, CreatedAt: time.Now()})
 	}
+	s.features[in.From] = slices.Clone(c.Features)
 	s.ownerMu.Unlock()
 	effective, err := s.audience.Configure(s.ctx, in.From, c.Features)
 	if err != nil {

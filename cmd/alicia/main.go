@@ -84,12 +84,3 @@ func buildVersion() string {
 	}
 	return "dev"
 }
-
-// runServe will start the bot; the parts it needs land issue by issue.
-func runServe(ctx context.Context, _ []string, _ io.Reader, _, stderr io.Writer) error {
-	fmt.Fprintln(stderr, `alicia serve: not built yet.
-The wire protocol (alicia wire), the model backends and their stand-in
-(alicia standin) exist; the LiveKit agent worker and the conversation
-pipeline come next.`)
-	return nil
-}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/alicia-voice/alicia/llm"
+	"github.com/alicia-voice/alicia/llm/standin"
+	"github.com/alicia-voice/alicia/pipeline"
+	"github.com/alicia-voice/alicia/room"
+	"github.com/alicia-voice/alicia/storage"
+)
+
+func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg room.Config
+	cfg.Flags(fs)
+	dbURL := fs.String("database", os.Getenv("ALICIA_DATABASE_URL"), "Postgres URL; empty keeps conversations in memory (ALICIA_DATABASE_URL)")
+	reasoningMode := fs.String("store-reasoning", envOr("ALICIA_STORE_REASONING", "plain"), "plain, encrypted or off (ALICIA_STORE_REASONING)")
+	system := fs.String("system", envOr("ALICIA_SYSTEM_PROMPT", "You are Alicia, a helpful voice assistant. Answer briefly."), "system prompt (ALICIA_SYSTEM_PROMPT)")
+	thinking := fs.Bool("thinking", os.Getenv("ALICIA_THINKING") != "off", "let the model reason before answering (ALICIA_THINKING=off disables)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+
+	var key []byte
+	if *reasoningMode == string(storage.ReasoningEncrypted) {
+		var err error
+		if key, err = storage.ParseKey(os.Getenv("ALICIA_STORAGE_KEY")); err != nil {
+			return err
+		}
+	}
+	store, err := storage.Open(ctx, storage.Config{DatabaseURL: *dbURL, Reasoning: storage.ReasoningMode(*reasoningMode), Key: key,
+		Logger: log, Registerer: prometheus.DefaultRegisterer})
+	if err != nil {
+		return err
+	}
+
+	llmCfg, err := llm.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	if llmCfg.URL == "" {
+		// No model configured: answer with the stand-in, and say so.
+		url, stop, err := startStandin(log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		llmCfg.Backend, llmCfg.URL, llmCfg.Model = "openai", url+"/vllm/v1", "Qwen3-8B"
+		log.Warn("NO MODEL CONFIGURED: answering with the Qwen3 stand-in, which gives canned answers; set ALICIA_LLM_URL for a real model", "url", llmCfg.URL)
+	}
+	client, err := llm.New(llmCfg)
+	if err != nil {
+		return err
+	}
+	log.Info("model backend", "backend", llmCfg.Backend, "url", llmCfg.URL, "model", llmCfg.Model, "flavor", llm.FlavorOf(client))
+
+	agent := room.NewAgent(cfg, store, room.NewMetrics(prometheus.DefaultRegisterer),
+		pipeline.New(pipeline.Config{LLM: client, System: *system, Thinking: *thinking, Logger: log}), log)
+	mux := http.NewServeMux()
+	mux.Handle("POST /v1/token", agent.TokenHandler())
+	mux.Handle("GET /v1/conversations/{id}", storage.HistoryHandler(store, room.BearerIdentity(cfg.APIKey, cfg.APISecret), log))
+	mux.Handle("GET /metrics", promhttp.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- srv.Serve(ln) }()
+	fmt.Fprintf(stdout, "Alicia serving: agent %q on %s, HTTP API on http://%s\n", cfg.AgentName, cfg.LiveKitURL, ln.Addr())
+
+	agentDone := make(chan struct{})
+	go func() {
+		defer close(agentDone)
+		agent.Run(ctx)
+	}()
+	<-ctx.Done()
+	log.Info("stopping")
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shutdown)
+	<-agentDone
+	if err := <-httpDone; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return store.Close(shutdown)
+}
+
+func envOr(k, d string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return d
+}
+
+// startStandin serves the Qwen3 stand-in on a free local port.
+func startStandin(log *slog.Logger) (string, func(), error) {
+	s, err := standin.New(nil, standin.RealisticPacing, log)
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
+}

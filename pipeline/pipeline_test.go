@@ -1,0 +1,162 @@
+package pipeline_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	lksdk "github.com/livekit/server-sdk-go/v2"
+
+	"github.com/alicia-voice/alicia/internal/testenv"
+	"github.com/alicia-voice/alicia/llm"
+	"github.com/alicia-voice/alicia/llm/standin"
+	"github.com/alicia-voice/alicia/pipeline"
+	"github.com/alicia-voice/alicia/room"
+	"github.com/alicia-voice/alicia/storage"
+	"github.com/alicia-voice/alicia/wire"
+)
+
+type user struct {
+	t      *testing.T
+	room   *lksdk.Room
+	stanza int32
+	mu     sync.Mutex
+	got    []*wire.Envelope
+}
+
+func join(t *testing.T, lk *testenv.LiveKit, cfg room.Config, roomName, identity string) *user {
+	token, err := room.UserToken(cfg, roomName, identity, identity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &user{t: t}
+	cb := lksdk.NewRoomCallback()
+	cb.OnDataPacket = func(data lksdk.DataPacket, _ lksdk.DataReceiveParams) {
+		if p, ok := data.(*lksdk.UserDataPacket); ok && p.Topic == room.Topic {
+			env, err := wire.Unmarshal(p.Payload)
+			if err != nil {
+				t.Errorf("%s: %v", identity, err)
+				return
+			}
+			u.mu.Lock()
+			u.got = append(u.got, env)
+			u.mu.Unlock()
+		}
+	}
+	if u.room, err = lksdk.ConnectToRoomWithToken(lk.URL, token, cb, lksdk.WithAutoSubscribe(false)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(u.room.Disconnect)
+	return u
+}
+
+func (u *user) send(body any) {
+	u.stanza++
+	b, _ := wire.Marshal(&wire.Envelope{StanzaID: u.stanza, ConversationID: u.room.Name(), Body: body})
+	if err := u.room.LocalParticipant.PublishDataPacket(lksdk.UserData(b), lksdk.WithDataPublishReliable(true), lksdk.WithDataPublishTopic(room.Topic)); err != nil {
+		u.t.Fatal(err)
+	}
+}
+
+func (u *user) until(what string, pred func([]*wire.Envelope) bool) []*wire.Envelope {
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		u.mu.Lock()
+		got := append([]*wire.Envelope(nil), u.got...)
+		u.mu.Unlock()
+		if pred(got) {
+			return got
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	u.t.Fatalf("timed out waiting for %s", what)
+	return nil
+}
+
+func has[T any](envs []*wire.Envelope) int {
+	n := 0
+	for _, e := range envs {
+		if _, ok := e.Body.(T); ok {
+			n++
+		}
+	}
+	return n
+}
+
+// A plain question, answered in a room of two: alice shows reasoning and
+// streams; bob has reasoning off and takes whole answers.
+func TestPlainQuestion(t *testing.T) {
+	lk := testenv.StartLiveKit(t)
+	s, _ := standin.New(nil, standin.Pacing{TTFTMs: 5, TokenMs: 1}, nil)
+	model := httptest.NewServer(s.Handler())
+	defer model.Close()
+	client, _ := llm.New(llm.Config{Backend: "openai", URL: model.URL + "/vllm/v1", Model: "Qwen3-8B"})
+	cfg := room.Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-pipeline"}
+	store := storage.NewMemory(storage.ReasoningPlain)
+	agent := room.NewAgent(cfg, store, room.NewMetrics(nil),
+		pipeline.New(pipeline.Config{LLM: client, Thinking: true, Logger: slog.New(slog.DiscardHandler)}), slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); agent.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-agent.Registered()
+
+	alice := join(t, lk, cfg, "conv_plain", "alice")
+	bob := join(t, lk, cfg, "conv_plain", "bob")
+	alice.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
+	bob.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
+	alice.send(&wire.Configuration{Features: []string{wire.FeatureStreaming, wire.FeatureReasoningSteps}})
+	bob.send(&wire.Configuration{Features: []string{}})
+	alice.until("configured", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 1 })
+	bob.until("configured", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 1 })
+
+	alice.send(&wire.UserMessage{ID: "msg_q1", ConversationID: "conv_plain", Content: "What can you do?"})
+	got := alice.until("the final sentence", func(g []*wire.Envelope) bool {
+		for _, e := range g {
+			if s, ok := e.Body.(*wire.AssistantSentence); ok && s.IsFinal {
+				return true
+			}
+		}
+		return false
+	})
+	var steps []*wire.ReasoningStep
+	var start *wire.StartAnswer
+	var sentences []*wire.AssistantSentence
+	for _, e := range got {
+		switch b := e.Body.(type) {
+		case *wire.ReasoningStep:
+			if start != nil {
+				t.Fatal("a reasoning step after StartAnswer")
+			}
+			steps = append(steps, b)
+		case *wire.StartAnswer:
+			start = b
+		case *wire.AssistantSentence:
+			sentences = append(sentences, b)
+		}
+	}
+	if len(steps) != 3 || start == nil || start.PreviousID != "msg_q1" || len(sentences) < 2 {
+		t.Fatalf("%d steps, start %+v, %d sentences", len(steps), start, len(sentences))
+	}
+	for i, st := range steps {
+		if st.StepIndex != int32(i+1) || st.PreviousID != "msg_q1" || st.Partial {
+			t.Fatalf("step %d: %+v", i, st)
+		}
+	}
+	for i, s := range sentences {
+		if s.Sequence != int32(i+1) || s.PreviousID != start.ID || s.IsFinal != (i == len(sentences)-1) {
+			t.Fatalf("sentence %d: %+v", i, s)
+		}
+	}
+	bg := bob.until("the whole answer", func(g []*wire.Envelope) bool { return has[*wire.AssistantMessage](g) > 0 })
+	if has[*wire.ReasoningStep](bg) != 0 || has[*wire.AssistantSentence](bg) != 0 {
+		t.Fatalf("bob (reasoning off, no streaming) received steps or sentences")
+	}
+	h, _ := store.History(context.Background(), "conv_plain")
+	if len(h) != 2 || len(h[1].Steps) != 3 || h[1].Status != storage.StatusComplete {
+		t.Fatalf("stored %+v", h)
+	}
+}
