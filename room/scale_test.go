@@ -41,7 +41,9 @@ func TestTwoProcessesShareRooms(t *testing.T) {
 		c.wait("greeting", func(g []*wire.Envelope) bool { return count[*wire.Configuration](g) > 0 })
 		c.send(&wire.Configuration{Features: []string{wire.FeatureStreaming}})
 		c.send(&wire.UserMessage{ID: "m", ConversationID: room, Content: "hello"})
-		c.wait("answers", func(g []*wire.Envelope) bool { return count[*wire.Acknowledgement](g) > 0 && count[*wire.Configuration](g) > 1 })
+		c.wait("answers", func(g []*wire.Envelope) bool {
+			return count[*wire.Acknowledgement](g) > 0 && count[*wire.Configuration](g) > 1
+		})
 		clients[room] = c
 	}
 	onA, onB := len(a.agent.Sessions()), len(b.agent.Sessions())
