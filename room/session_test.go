@@ -1,0 +1,149 @@
+package room
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicia-voice/alicia/internal/testenv"
+	"github.com/alicia-voice/alicia/reasoning"
+	"github.com/alicia-voice/alicia/storage"
+	"github.com/alicia-voice/alicia/wire"
+)
+
+// recorder stands in for the room connection in session unit tests: it
+// keeps what would have been published, to whom.
+type recorder struct {
+	mu   sync.Mutex
+	sent []struct {
+		payload []byte
+		to      []string
+	}
+}
+
+func (r *recorder) publish(p []byte, to []string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.sent = append(r.sent, struct {
+		payload []byte
+		to      []string
+	}{p, to})
+	return nil
+}
+func (r *recorder) publishStream(p []byte, to []string) error { return r.publish(p, to) }
+func (r *recorder) connection(identity string) string         { return "PA_" + identity }
+
+func (r *recorder) envelopes(t *testing.T) []*wire.Envelope {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*wire.Envelope
+	for _, s := range r.sent {
+		env, err := wire.UnmarshalLimit(s.payload, 1<<22)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, env)
+	}
+	return out
+}
+
+func testSession(t *testing.T, store storage.Store, id string) (*Session, *recorder) {
+	rec := &recorder{}
+	s := newSession(context.Background(), SessionConfig{ID: id, Store: store, Audience: reasoning.NewAudience(store),
+		Handler: echo{}, Metrics: NewMetrics(nil), Logger: testLogger()}, rec)
+	t.Cleanup(s.Close)
+	return s, rec
+}
+
+func configure(t *testing.T, s *Session, from string, stanza, lastSeen int32) {
+	b, _ := wire.Marshal(&wire.Envelope{StanzaID: stanza, ConversationID: s.ID, Body: &wire.Configuration{ConversationID: s.ID, LastSequenceSeen: lastSeen}})
+	s.receive(from, b)
+}
+
+func waitFor(t *testing.T, rec *recorder, pred func([]*wire.Envelope) bool) []*wire.Envelope {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if envs := rec.envelopes(t); pred(envs) {
+			return envs
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("timed out; sent %s", describe(rec.envelopes(t)))
+	return nil
+}
+
+// A resume further back than the in-memory log reaches, with no durable
+// log, is refused with 202 rather than replayed in part.
+func TestResumeGapIsNotRecoverable(t *testing.T) {
+	s, rec := testSession(t, storage.NewMemory(storage.ReasoningPlain), "conv_gap")
+	for i := range replayMax + 10 {
+		s.Send(&wire.Acknowledgement{ConversationID: s.ID, Notes: string(rune('a' + i%26))})
+	}
+	configure(t, s, "alice", 1, 3)
+	envs := waitFor(t, rec, func(e []*wire.Envelope) bool { return len(e) > 0 })
+	last := envs[len(envs)-1]
+	em, ok := last.Body.(*wire.ErrorMessage)
+	if !ok || em.Code != wire.CodeInvalidState || em.Recoverable {
+		t.Fatalf("last envelope %s %+v, want a non-recoverable 202", last.Type(), last.Body)
+	}
+}
+
+// After a bot restart (a new session on the same conversation), resume
+// comes from the durable log: original stanza ids and bytes, and the new
+// session numbers on from where the old one stopped.
+func TestResumeFromTheDurableLog(t *testing.T) {
+	url := testenv.Database(t)
+	openStore := func() *storage.Postgres {
+		p, err := storage.OpenPostgres(context.Background(), storage.Config{DatabaseURL: url})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	first := openStore()
+	s1, rec1 := testSession(t, first, "conv_durable")
+	configure(t, s1, "alice", 1, 0)
+	waitFor(t, rec1, func(e []*wire.Envelope) bool { return len(e) == 1 })
+	for i := 1; i <= 30; i++ {
+		s1.Send(&wire.AssistantSentence{PreviousID: "am", ConversationID: s1.ID, Sequence: int32(i), Text: "x"})
+	}
+	waitFor(t, rec1, func(e []*wire.Envelope) bool { return len(e) == 31 })
+	s1.Close()
+	if err := first.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	original := map[int32][]byte{}
+	for _, p := range rec1.sent {
+		env, _ := wire.Unmarshal(p.payload)
+		original[env.StanzaID] = p.payload
+	}
+
+	second := openStore()
+	t.Cleanup(func() { _ = second.Close(context.Background()) })
+	s2, rec2 := testSession(t, second, "conv_durable")
+	configure(t, s2, "alice", 2, 11)
+	envs := waitFor(t, rec2, func(e []*wire.Envelope) bool { return has(e, func(b any) bool { _, ok := b.(*wire.Configuration); return ok }) })
+	if len(envs) != 21 {
+		t.Fatalf("%d envelopes: %s", len(envs), describe(envs))
+	}
+	for i, env := range envs[:20] {
+		if env.StanzaID != -int32(12+i) || !bytes.Equal(rec2.sent[i].payload, original[env.StanzaID]) {
+			t.Fatalf("replayed %d: stanza %d, bytes equal %v", i, env.StanzaID, bytes.Equal(rec2.sent[i].payload, original[env.StanzaID]))
+		}
+	}
+	if envs[20].StanzaID != -32 {
+		t.Fatalf("the new session numbered its first envelope %d, want -32", envs[20].StanzaID)
+	}
+}
+
+func has(envs []*wire.Envelope, pred func(any) bool) bool {
+	for _, e := range envs {
+		if pred(e.Body) {
+			return true
+		}
+	}
+	return false
+}
