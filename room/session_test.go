@@ -125,7 +125,9 @@ func TestResumeFromTheDurableLog(t *testing.T) {
 	t.Cleanup(func() { _ = second.Close(context.Background()) })
 	s2, rec2 := testSession(t, second, "conv_durable")
 	configure(t, s2, "alice", 2, 11)
-	envs := waitFor(t, rec2, func(e []*wire.Envelope) bool { return has(e, func(b any) bool { _, ok := b.(*wire.Configuration); return ok }) })
+	envs := waitFor(t, rec2, func(e []*wire.Envelope) bool {
+		return has(e, func(b any) bool { _, ok := b.(*wire.Configuration); return ok })
+	})
 	if len(envs) != 21 {
 		t.Fatalf("%d envelopes: %s", len(envs), describe(envs))
 	}
