@@ -72,6 +72,15 @@ func (c *Conversation) Handle(_ context.Context, s *room.Session, in room.Inboun
 		if dup {
 			return // acknowledged again, not answered twice
 		}
+		if s.Store().Saturated() {
+			// Back-pressure: storage cannot keep up, so no new work until
+			// it drains; the user may send the message again.
+			c.mu.Lock()
+			delete(c.handled, b.ID)
+			c.mu.Unlock()
+			s.SendError(wire.CodeQueueFull, true, "The server is busy saving earlier conversations; send your message again in a moment.", b.ID, in.From)
+			return
+		}
 		c.startTurn(b, in.Received)
 	case *wire.ControlStop:
 		stopped := c.stop()
@@ -142,7 +151,15 @@ func (c *Conversation) run(ctx context.Context, m *wire.UserMessage, received ti
 	store.SaveMessage(storage.Message{ID: assistantID, ConversationID: s.ID, PreviousID: m.ID, Role: "assistant", Status: storage.StatusStreaming, CreatedAt: now})
 
 	deliver := reasoning.NewDeliverer(s.Audience().Viewers, func(d reasoning.Delivery) { s.Send(d.Step, d.To...) })
-	chain := reasoning.NewChain(s.ID, m.ID, assistantID, deliver, reasoning.OnSealed(store.SaveStep))
+	// An AG-UI backend's encrypted reasoning goes back to it on the next
+	// turn, under its own message id; other backends never see it.
+	var encrypted []llm.Message
+	chain := reasoning.NewChain(s.ID, m.ID, assistantID, deliver, reasoning.OnSealed(func(st reasoning.Step) {
+		store.SaveStep(st)
+		if st.EncryptedValue != "" && st.SourceMessageID != "" {
+			encrypted = append(encrypted, llm.Message{ID: st.SourceMessageID, Role: llm.RoleReasoning, EncryptedValue: st.EncryptedValue})
+		}
+	}))
 
 	c.mu.Lock()
 	req := &llm.Request{ConversationID: s.ID, System: c.cfg.System, Thinking: c.cfg.Thinking,
@@ -249,6 +266,7 @@ loop:
 	store.SaveMessage(storage.Message{ID: assistantID, ConversationID: s.ID, PreviousID: m.ID, Role: "assistant", Content: answer.String(), Status: status, CreatedAt: now})
 	c.mu.Lock()
 	c.history = append(c.history, llm.Message{ID: m.ID, Role: llm.RoleUser, Content: m.Content})
+	c.history = append(c.history, encrypted...)
 	if answer.Len() > 0 {
 		c.history = append(c.history, llm.Message{ID: assistantID, Role: llm.RoleAssistant, Content: answer.String()})
 	}

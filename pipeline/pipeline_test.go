@@ -1,9 +1,13 @@
 package pipeline_test
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -86,6 +90,28 @@ func has[T any](envs []*wire.Envelope) int {
 	return n
 }
 
+// startAgent runs a bot with the pipeline on a real livekit-server.
+func startAgent(t *testing.T, lk *testenv.LiveKit, client llm.Client, store storage.Store) room.Config {
+	cfg := room.Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-pipeline"}
+	agent := room.NewAgent(cfg, store, room.NewMetrics(nil),
+		pipeline.New(pipeline.Config{LLM: client, Thinking: true, Logger: slog.New(slog.DiscardHandler)}), slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); agent.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-agent.Registered()
+	return cfg
+}
+
+func finalSentence(g []*wire.Envelope) bool {
+	for _, e := range g {
+		if s, ok := e.Body.(*wire.AssistantSentence); ok && s.IsFinal {
+			return true
+		}
+	}
+	return false
+}
+
 // A plain question, answered in a room of two: alice shows reasoning and
 // streams; bob has reasoning off and takes whole answers.
 func TestPlainQuestion(t *testing.T) {
@@ -94,15 +120,8 @@ func TestPlainQuestion(t *testing.T) {
 	model := httptest.NewServer(s.Handler())
 	defer model.Close()
 	client, _ := llm.New(llm.Config{Backend: "openai", URL: model.URL + "/vllm/v1", Model: "Qwen3-8B"})
-	cfg := room.Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-pipeline"}
 	store := storage.NewMemory(storage.ReasoningPlain)
-	agent := room.NewAgent(cfg, store, room.NewMetrics(nil),
-		pipeline.New(pipeline.Config{LLM: client, Thinking: true, Logger: slog.New(slog.DiscardHandler)}), slog.New(slog.DiscardHandler))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); agent.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	<-agent.Registered()
+	cfg := startAgent(t, lk, client, store)
 
 	alice := join(t, lk, cfg, "conv_plain", "alice")
 	bob := join(t, lk, cfg, "conv_plain", "bob")
@@ -114,14 +133,7 @@ func TestPlainQuestion(t *testing.T) {
 	bob.until("configured", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 1 })
 
 	alice.send(&wire.UserMessage{ID: "msg_q1", ConversationID: "conv_plain", Content: "What can you do?"})
-	got := alice.until("the final sentence", func(g []*wire.Envelope) bool {
-		for _, e := range g {
-			if s, ok := e.Body.(*wire.AssistantSentence); ok && s.IsFinal {
-				return true
-			}
-		}
-		return false
-	})
+	got := alice.until("the final sentence", finalSentence)
 	var steps []*wire.ReasoningStep
 	var start *wire.StartAnswer
 	var sentences []*wire.AssistantSentence
@@ -158,5 +170,47 @@ func TestPlainQuestion(t *testing.T) {
 	h, _ := store.History(context.Background(), "conv_plain")
 	if len(h) != 2 || len(h[1].Steps) != 3 || h[1].Status != storage.StatusComplete {
 		t.Fatalf("stored %+v", h)
+	}
+}
+
+// An AG-UI backend's encrypted reasoning goes back to it, under its own
+// message id, on the next turn; LiveKit clients never see it.
+func TestEncryptedReasoningGoesBackToTheAGUIBackend(t *testing.T) {
+	lk := testenv.StartLiveKit(t)
+	s, _ := standin.New([]standin.Scenario{{Name: "sealed", Rounds: []standin.Round{{
+		Reasoning: []string{"Private thought."}, Encrypted: "sealed-by-the-agent", Answer: "Done."}}}}, standin.Pacing{}, nil)
+	var mu sync.Mutex
+	var bodies []string
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(b))
+		mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(b))
+		s.Handler().ServeHTTP(w, r)
+	}))
+	defer model.Close()
+	client, _ := llm.New(llm.Config{Backend: "agui", URL: model.URL + "/agui"})
+	cfg := startAgent(t, lk, client, storage.NewMemory(storage.ReasoningPlain))
+	alice := join(t, lk, cfg, "conv_sealed", "alice")
+	alice.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
+	alice.send(&wire.Configuration{Features: []string{wire.FeatureStreaming, wire.FeatureReasoningSteps}})
+	alice.send(&wire.UserMessage{ID: "msg_1", ConversationID: "conv_sealed", Content: "first"})
+	alice.until("the first answer", finalSentence)
+	alice.send(&wire.UserMessage{ID: "msg_2", ConversationID: "conv_sealed", Content: "second"})
+	got := alice.until("the second answer", func(g []*wire.Envelope) bool { return has[*wire.StartAnswer](g) == 2 && has[*wire.AssistantSentence](g) >= 2 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(bodies) != 2 || !strings.Contains(bodies[1], `"role":"reasoning"`) || !strings.Contains(bodies[1], `"encryptedValue":"sealed-by-the-agent"`) {
+		t.Fatalf("second request to the agent: %s", bodies[len(bodies)-1])
+	}
+	if strings.Contains(bodies[1], "Private thought") {
+		t.Fatal("earlier reasoning text went back to the model")
+	}
+	for _, e := range got {
+		b, _ := wire.Marshal(e)
+		if strings.Contains(string(b), "sealed-by-the-agent") {
+			t.Fatal("an encrypted value reached a LiveKit client")
+		}
 	}
 }

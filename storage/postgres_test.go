@@ -335,3 +335,34 @@ func assertExactlyOnce(t *testing.T, url string, sent []string) {
 	}
 	t.Logf("%d steps, each stored exactly once", len(sent))
 }
+
+// Past its soft limit the queue reports saturation (callers refuse new
+// turns) and still loses nothing; once Postgres is back it drains.
+func TestSaturationIsReportedAndNothingIsLost(t *testing.T) {
+	cluster := testenv.StartCluster(t)
+	p, err := storage.OpenPostgres(context.Background(), storage.Config{DatabaseURL: cluster.URL, QueueLimit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster.Stop()
+	var sent []string
+	p.SaveConversation(storage.Conversation{ID: "c", Owner: "u"})
+	for i := range 30 {
+		id := fmt.Sprintf("s%02d", i)
+		p.SaveStep(reasoning.Step{ID: id, ConversationID: "c", PreviousID: "u", MessageID: "a", Index: int32(i + 1), Content: "x", StartedAt: time.Now(), EndedAt: time.Now()})
+		sent = append(sent, id)
+	}
+	if !p.Saturated() {
+		t.Fatal("31 queued records over a limit of 10, and not saturated")
+	}
+	cluster.Start()
+	deadline := time.Now().Add(20 * time.Second)
+	for p.Saturated() {
+		if time.Now().After(deadline) {
+			t.Fatal("the queue never drained")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	flush(t, p)
+	assertExactlyOnce(t, cluster.URL, sent)
+}
