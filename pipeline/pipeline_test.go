@@ -198,7 +198,9 @@ func TestEncryptedReasoningGoesBackToTheAGUIBackend(t *testing.T) {
 	alice.send(&wire.UserMessage{ID: "msg_1", ConversationID: "conv_sealed", Content: "first"})
 	alice.until("the first answer", finalSentence)
 	alice.send(&wire.UserMessage{ID: "msg_2", ConversationID: "conv_sealed", Content: "second"})
-	got := alice.until("the second answer", func(g []*wire.Envelope) bool { return has[*wire.StartAnswer](g) == 2 && has[*wire.AssistantSentence](g) >= 2 })
+	got := alice.until("the second answer", func(g []*wire.Envelope) bool {
+		return has[*wire.StartAnswer](g) == 2 && has[*wire.AssistantSentence](g) >= 2
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if len(bodies) != 2 || !strings.Contains(bodies[1], `"role":"reasoning"`) || !strings.Contains(bodies[1], `"encryptedValue":"sealed-by-the-agent"`) {
