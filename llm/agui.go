@@ -274,41 +274,31 @@ func (c *aguiAgent) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
 	return func(yield func(Event) bool) {
 		t := newTurn(req, "", c.forcedOpen)
 		t.explicitReasoning = true
-		s, herr := c.http.post(ctx, "", c.input(req), "text/event-stream")
-		if herr != nil {
-			t.fail(herr)
-			t.drain(yield)
-			return
-		}
-		defer s.close()
-		run := &aguiRun{t: t}
-		sse := newSSEReader(s)
-		var ev aguiEvent
-		for {
-			payload, _, err := sse.next()
-			if errors.Is(err, io.EOF) {
-				t.fail(&Error{Kind: ErrTruncated, Message: "the run ended without RUN_FINISHED or RUN_ERROR"})
-				t.drain(yield)
-				return
+		post := func() (*stream, *Error) { return c.http.post(ctx, "", c.input(req), "text/event-stream") }
+		runStream(yield, t, post, func(s *stream, drain func() bool) *Error {
+			run := &aguiRun{t: t}
+			sse := newSSEReader(s)
+			var ev aguiEvent
+			for {
+				payload, _, err := sse.next()
+				if errors.Is(err, io.EOF) {
+					return &Error{Kind: ErrTruncated, Message: "the run ended without RUN_FINISHED or RUN_ERROR"}
+				}
+				if err != nil {
+					return s.failure(err)
+				}
+				ev = aguiEvent{}
+				if err := json.Unmarshal(bytes.TrimSpace(payload), &ev); err != nil || ev.Type == "" {
+					return &Error{Kind: ErrProtocol, Message: "not an AG-UI event: " + plainText(payload)}
+				}
+				done, fail := run.apply(&ev)
+				if fail != nil {
+					return fail
+				}
+				if !drain() || done {
+					return nil
+				}
 			}
-			if err != nil {
-				t.fail(s.failure(err))
-				t.drain(yield)
-				return
-			}
-			ev = aguiEvent{}
-			if err := json.Unmarshal(bytes.TrimSpace(payload), &ev); err != nil || ev.Type == "" {
-				t.fail(&Error{Kind: ErrProtocol, Message: "not an AG-UI event: " + plainText(payload)})
-				t.drain(yield)
-				return
-			}
-			done, fail := run.apply(&ev)
-			if fail != nil {
-				t.fail(fail)
-			}
-			if !t.drain(yield) || done {
-				return
-			}
-		}
+		})
 	}
 }

@@ -192,3 +192,27 @@ func errorCode(code json.RawMessage, typ string) string {
 	}
 	return typ
 }
+
+// runStream is what every backend's Stream shares: post, read frames into
+// the turn with read, deliver events as they come, and end with exactly
+// one finish or error. read returns nil once it called t.finish (or when
+// drain reports that the consumer stopped), an *Error otherwise.
+func runStream(yield func(Event) bool, t *turn, post func() (*stream, *Error), read func(s *stream, drain func() bool) *Error) {
+	s, err := post()
+	if err == nil {
+		defer s.close()
+		more := true
+		drain := func() bool {
+			more = more && t.drain(yield)
+			return more
+		}
+		err = read(s, drain)
+		if !more {
+			return
+		}
+	}
+	if err != nil {
+		t.fail(err)
+	}
+	t.drain(yield)
+}

@@ -92,60 +92,47 @@ type olLine struct {
 func (c *ollamaNative) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
 	return func(yield func(Event) bool) {
 		t := newTurn(req, c.model, c.forcedOpen)
-		s, herr := c.http.post(ctx, "/api/chat", c.request(req), "application/x-ndjson")
-		if herr != nil {
-			t.fail(herr)
-			t.drain(yield)
-			return
-		}
-		defer s.close()
-		r := bufio.NewReaderSize(s, 32<<10)
-		var line olLine
-		for {
-			raw, err := r.ReadBytes('\n')
-			if len(bytes.TrimSpace(raw)) > 0 {
-				line = olLine{}
-				if jerr := json.Unmarshal(raw, &line); jerr != nil {
-					t.fail(&Error{Kind: ErrProtocol, Message: "unreadable line: " + jerr.Error(), cause: jerr})
-					t.drain(yield)
-					return
-				}
-				if len(line.Error) > 0 && string(line.Error) != "null" {
-					t.fail(midStreamError(raw))
-					t.drain(yield)
-					return
-				}
-				if m := line.Message; m != nil {
-					t.reasoningField(m.Thinking, "")
-					t.contentText(m.Content)
-					for _, tc := range m.ToolCalls {
-						t.toolCall(ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: normaliseArguments(tc.Function.Arguments)})
+		post := func() (*stream, *Error) { return c.http.post(ctx, "/api/chat", c.request(req), "application/x-ndjson") }
+		runStream(yield, t, post, func(s *stream, drain func() bool) *Error {
+			r := bufio.NewReaderSize(s, 32<<10)
+			var line olLine
+			for {
+				raw, err := r.ReadBytes('\n')
+				if len(bytes.TrimSpace(raw)) > 0 {
+					line = olLine{}
+					if jerr := json.Unmarshal(raw, &line); jerr != nil {
+						return &Error{Kind: ErrProtocol, Message: "unreadable line: " + jerr.Error(), cause: jerr}
+					}
+					if len(line.Error) > 0 && string(line.Error) != "null" {
+						return midStreamError(raw)
+					}
+					if m := line.Message; m != nil {
+						t.reasoningField(m.Thinking, "")
+						t.contentText(m.Content)
+						for _, tc := range m.ToolCalls {
+							t.toolCall(ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: normaliseArguments(tc.Function.Arguments)})
+						}
+					}
+					if line.Done {
+						t.setUsage(Usage{PromptTokens: line.PromptEvalCount, CompletionTokens: line.EvalCount})
+						reason := FinishStop
+						if line.DoneReason == "length" {
+							reason = FinishLength
+						}
+						t.finish(reason)
+						return nil
+					}
+					if !drain() {
+						return nil
 					}
 				}
-				if line.Done {
-					t.setUsage(Usage{PromptTokens: line.PromptEvalCount, CompletionTokens: line.EvalCount})
-					reason := FinishStop
-					if line.DoneReason == "length" {
-						reason = FinishLength
-					}
-					t.finish(reason)
-					t.drain(yield)
-					return
+				if errors.Is(err, io.EOF) {
+					return &Error{Kind: ErrTruncated, Message: "the stream ended without done:true"}
 				}
-				if !t.drain(yield) {
-					return
+				if err != nil {
+					return s.failure(err)
 				}
 			}
-			if errors.Is(err, io.EOF) {
-				t.fail(&Error{Kind: ErrTruncated, Message: "the stream ended without done:true"})
-				t.drain(yield)
-				return
-			}
-			if err != nil {
-				t.fail(s.failure(err))
-				t.drain(yield)
-				return
-			}
-		}
+		})
 	}
 }

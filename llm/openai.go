@@ -268,54 +268,45 @@ var doneMarker = []byte("[DONE]")
 func (c *openAI) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
 	return func(yield func(Event) bool) {
 		t := newTurn(req, c.model, c.forcedOpen)
-		s, herr := c.http.post(ctx, "/chat/completions", c.request(req), "text/event-stream")
-		if herr != nil {
-			t.fail(herr)
-			t.drain(yield)
-			return
+		post := func() (*stream, *Error) {
+			return c.http.post(ctx, "/chat/completions", c.request(req), "text/event-stream")
 		}
-		defer s.close()
-		var (
-			sse    = newSSEReader(s)
-			acc    toolAccumulator
-			finish FinishReason
-			chunk  oaChunk
-		)
-		for {
-			payload, isErrField, err := sse.next()
-			if errors.Is(err, io.EOF) {
-				break
+		runStream(yield, t, post, func(s *stream, drain func() bool) *Error {
+			var (
+				sse    = newSSEReader(s)
+				acc    toolAccumulator
+				finish FinishReason
+				chunk  oaChunk
+			)
+			for {
+				payload, isErrField, err := sse.next()
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					return s.failure(err)
+				}
+				if isErrField {
+					return midStreamError(payload)
+				}
+				if bytes.Equal(bytes.TrimSpace(payload), doneMarker) {
+					break
+				}
+				if e := c.apply(t, &acc, &chunk, payload, &finish); e != nil {
+					return e
+				}
+				if !drain() {
+					return nil
+				}
 			}
-			if err != nil {
-				t.fail(s.failure(err))
-				t.drain(yield)
-				return
+			if finish == "" {
+				// No finish_reason: the server died or a proxy cut the stream.
+				return &Error{Kind: ErrTruncated, Message: "no finish reason before the stream ended"}
 			}
-			if isErrField {
-				t.fail(midStreamError(payload))
-				t.drain(yield)
-				return
-			}
-			if bytes.Equal(bytes.TrimSpace(payload), doneMarker) {
-				break
-			}
-			if e := c.apply(t, &acc, &chunk, payload, &finish); e != nil {
-				t.fail(e)
-				t.drain(yield)
-				return
-			}
-			if !t.drain(yield) {
-				return
-			}
-		}
-		if finish == "" {
-			// No finish_reason: the server died or a proxy cut the stream.
-			t.fail(&Error{Kind: ErrTruncated, Message: "no finish reason before the stream ended"})
-		} else {
 			acc.flush(t)
 			t.finish(finish)
-		}
-		t.drain(yield)
+			return nil
+		})
 	}
 }
 

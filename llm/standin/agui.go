@@ -29,12 +29,7 @@ func (s *Server) serveAGUI(w http.ResponseWriter, r *http.Request, profile strin
 		Messages       []aguiInMessage `json:"messages"`
 		ForwardedProps map[string]any  `json:"forwardedProps"`
 	}
-	fail := func(status int, msg string) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		b, _ := json.Marshal(obj{{"error", msg}})
-		_, _ = w.Write(b)
-	}
+	fail := func(status int, msg string) { errorString(w, status, msg) }
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
 		fail(http.StatusBadRequest, "invalid RunAgentInput: "+err.Error())
 		return

@@ -24,12 +24,7 @@ func (s *Server) serveOllama(w http.ResponseWriter, r *http.Request) {
 		Think    json.RawMessage `json:"think"`
 		Options  map[string]any  `json:"options"`
 	}
-	fail := func(status int, msg string) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		b, _ := json.Marshal(obj{{"error", msg}})
-		_, _ = w.Write(b)
-	}
+	fail := func(status int, msg string) { errorString(w, status, msg) }
 	if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
 		fail(http.StatusBadRequest, "invalid JSON body: "+err.Error())
 		return

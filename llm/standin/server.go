@@ -331,3 +331,12 @@ func textOf(raw json.RawMessage) string {
 	}
 	return ""
 }
+
+// errorString answers {"error": "…"}, the shape of Ollama's native API and
+// of many AG-UI servers.
+func errorString(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	b, _ := json.Marshal(obj{{"error", msg}})
+	_, _ = w.Write(b)
+}
