@@ -27,6 +27,7 @@ const (
 	kindBytes    // []byte
 	kindMap      // map[string]any
 	kindAny      // any MessagePack value
+	kindStructs  // a slice of structs, each a map with its own plan
 )
 
 type fieldPlan struct {
@@ -35,6 +36,7 @@ type fieldPlan struct {
 	kind     fieldKind
 	bits     int
 	optional bool
+	elem     *structPlan // for kindStructs
 }
 
 type structPlan struct {
@@ -72,6 +74,8 @@ func planFor(rt reflect.Type) *structPlan {
 			f.kind = kindMap
 		case t.Kind() == reflect.Interface:
 			f.kind = kindAny
+		case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct:
+			f.kind, f.elem = kindStructs, planFor(t.Elem())
 		default:
 			panic(fmt.Sprintf("wire: unsupported field type %s in %s.%s", t, rt.Name(), sf.Name))
 		}
@@ -142,6 +146,16 @@ func encodeField(enc *msgpack.Encoder, f *fieldPlan, v reflect.Value) error {
 			return enc.EncodeMapLen(0)
 		}
 		return encodeAny(enc, v.Interface(), 0)
+	case kindStructs:
+		if err := enc.EncodeArrayLen(v.Len()); err != nil {
+			return err
+		}
+		for i := range v.Len() {
+			if err := f.elem.encodeStruct(enc, v.Index(i)); err != nil {
+				return err
+			}
+		}
+		return nil
 	default: // kindAny
 		return encodeAny(enc, v.Interface(), 0)
 	}
@@ -376,6 +390,20 @@ func decodeField(dec *msgpack.Decoder, f *fieldPlan, v reflect.Value, prefix str
 			return false, err
 		}
 		v.Set(reflect.ValueOf(m))
+	case kindStructs:
+		n, err := decodeArrayLen(dec, path)
+		if err != nil {
+			return false, err
+		}
+		out := reflect.MakeSlice(v.Type(), 0, min(n, 16))
+		for i := range n {
+			elem := reflect.New(v.Type().Elem()).Elem()
+			if err := f.elem.decodeStruct(dec, elem, path+"["+itoa(int64(i))+"]."); err != nil {
+				return false, err
+			}
+			out = reflect.Append(out, elem)
+		}
+		v.Set(out)
 	case kindAny:
 		x, err := decodeAny(dec, path)
 		if err != nil {

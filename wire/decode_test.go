@@ -193,6 +193,8 @@ func TestDecodeRejects(t *testing.T) {
 		{"trailing bytes", append(step(t, h("01")), 0xc0), CodeMalformed, "", true},
 		{"truncated", step(t, h("01"))[:30], CodeMalformed, "", true},
 		{"nested too deeply", build(t, "stanzaId", 7, "conversationId", "c", "type", 6, "body", kv{"id", "t", "toolName", "x", "execution", "server", "parameters", kv{"p", deep}}), CodeMalformed, "", true},
+		{"client tool without a name", build(t, "stanzaId", 7, "conversationId", "c", "type", 12, "body", kv{"tools", []any{map[string]any{"description": "x"}}}), CodeMalformed, "body.tools[0].name", true},
+		{"client tools not an array", build(t, "stanzaId", 7, "conversationId", "c", "type", 12, "body", kv{"tools", "x"}), CodeMalformed, "body.tools", true},
 		{"over 15 KiB", step(t, h("01"), "pad", strings.Repeat("x", MaxPacketBytes)), CodeMalformed, "", false},
 	}
 	for _, c := range cases {

@@ -135,6 +135,21 @@ type Configuration struct {
 	Device            string         `json:"device,omitempty"`
 	Features          []string       `json:"features,omitempty"`
 	EnableReordering  bool           `json:"enableReordering,omitempty"`
+	// Tools the client runs itself (Alicia's addition): the server offers
+	// them to the model, sends a ToolUseRequest with execution "client"
+	// when the model calls one, and waits for the ToolUseResult.
+	Tools []ClientTool `json:"tools,omitempty"`
+}
+
+// ClientTool describes a tool a client executes.
+type ClientTool struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Parameters is a JSON Schema object.
+	Parameters map[string]any `json:"parameters,omitempty"`
+	// TimeoutMs is how long the server waits for the result (default
+	// 30000).
+	TimeoutMs int32 `json:"timeoutMs,omitempty"`
 }
 
 // StartAnswer (type 13) opens a streamed answer; its ID is the assistant
