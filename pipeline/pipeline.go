@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/alicia-voice/alicia/llm"
-	"github.com/alicia-voice/alicia/pipeline/sentence"
 	"github.com/alicia-voice/alicia/reasoning"
 	"github.com/alicia-voice/alicia/room"
 	"github.com/alicia-voice/alicia/storage"
@@ -27,7 +26,11 @@ type Config struct {
 	LLM      llm.Client
 	System   string
 	Thinking bool
-	Logger   *slog.Logger
+	// Tools run on the server (Builtins by default).
+	Tools []Tool
+	// MaxToolRounds bounds the model's tool calls in one turn (default 5).
+	MaxToolRounds int
+	Logger        *slog.Logger
 }
 
 // Conversation is the room.Handler of one session.
@@ -41,6 +44,8 @@ type Conversation struct {
 	handled map[string]bool // user message ids answered or being answered
 	cancel  context.CancelCauseFunc
 	turnEnd chan struct{}
+	// waiting: client tool requests awaiting their ToolUseResult.
+	waiting map[string]chan *wire.ToolUseResult
 }
 
 // New returns the handler factory room.Agent takes.
@@ -48,8 +53,15 @@ func New(cfg Config) func(*room.Session) room.Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Tools == nil {
+		cfg.Tools = Builtins()
+	}
+	if cfg.MaxToolRounds <= 0 {
+		cfg.MaxToolRounds = 5
+	}
 	return func(s *room.Session) room.Handler {
-		return &Conversation{cfg: cfg, s: s, log: cfg.Logger.With("conversation", s.ID), handled: map[string]bool{}}
+		return &Conversation{cfg: cfg, s: s, log: cfg.Logger.With("conversation", s.ID), handled: map[string]bool{},
+			waiting: map[string]chan *wire.ToolUseResult{}}
 	}
 }
 
@@ -81,7 +93,17 @@ func (c *Conversation) Handle(_ context.Context, s *room.Session, in room.Inboun
 			s.SendError(wire.CodeQueueFull, true, "The server is busy saving earlier conversations; send your message again in a moment.", b.ID, in.From)
 			return
 		}
-		c.startTurn(b, in.Received)
+		c.startTurn(b, in.From, in.Received)
+	case *wire.ToolUseResult:
+		c.mu.Lock()
+		ch := c.waiting[b.RequestID]
+		delete(c.waiting, b.RequestID)
+		c.mu.Unlock()
+		if ch == nil {
+			s.SendError(wire.CodeToolNotFound, true, fmt.Sprintf("no tool request %q is waiting for a result", b.RequestID), b.RequestID, in.From)
+			return
+		}
+		ch <- b
 	case *wire.ControlStop:
 		stopped := c.stop()
 		notes := "nothing to stop"
@@ -109,7 +131,7 @@ func (c *Conversation) stop() bool {
 	return true
 }
 
-func (c *Conversation) startTurn(m *wire.UserMessage, received time.Time) {
+func (c *Conversation) startTurn(m *wire.UserMessage, from string, received time.Time) {
 	// One turn at a time: a new question stops the previous answer.
 	c.stop()
 	ctx, cancel := context.WithCancelCause(c.s.Context())
@@ -120,7 +142,7 @@ func (c *Conversation) startTurn(m *wire.UserMessage, received time.Time) {
 	c.s.Go(func(context.Context) {
 		defer close(done)
 		defer cancel(nil)
-		c.run(ctx, m, received)
+		c.run(ctx, m, from, received)
 		c.mu.Lock()
 		if c.turnEnd == done {
 			c.cancel, c.turnEnd = nil, nil
@@ -141,8 +163,9 @@ func (c *Conversation) audienceSplit() (streaming, whole []string) {
 	return streaming, whole
 }
 
-// run is one turn.
-func (c *Conversation) run(ctx context.Context, m *wire.UserMessage, received time.Time) {
+// run is one turn: model rounds until the model answers without calling
+// a tool, or the bound of rounds is reached.
+func (c *Conversation) run(ctx context.Context, m *wire.UserMessage, from string, received time.Time) {
 	s := c.s
 	store := s.Store()
 	assistantID := wire.NewID("am")
@@ -161,11 +184,59 @@ func (c *Conversation) run(ctx context.Context, m *wire.UserMessage, received ti
 		}
 	}))
 
+	clientTools := c.clientTools(from)
 	c.mu.Lock()
-	req := &llm.Request{ConversationID: s.ID, System: c.cfg.System, Thinking: c.cfg.Thinking,
+	req := &llm.Request{ConversationID: s.ID, System: c.cfg.System, Thinking: c.cfg.Thinking, Tools: c.toolDefs(clientTools),
 		Messages: append(slices.Clone(c.history), llm.Message{ID: m.ID, Role: llm.RoleUser, Content: m.Content})}
 	c.mu.Unlock()
 
+	a := &answer{s: s, assistantID: assistantID, userID: m.ID}
+	var failure error
+	for round := 0; ; round++ {
+		calls, reasoningText, text, err := c.round(ctx, req, chain, deliver, a)
+		if err != nil {
+			failure = err
+			break
+		}
+		if len(calls) == 0 || ctx.Err() != nil {
+			break
+		}
+		if round+1 >= c.cfg.MaxToolRounds {
+			failure = fmt.Errorf("the model was still calling tools after %d rounds, so the answer stops here", c.cfg.MaxToolRounds)
+			break
+		}
+		req.Messages = append(req.Messages, llm.Message{Role: llm.RoleAssistant, Content: text, Reasoning: reasoningText, ToolCalls: calls})
+		req.Messages = append(req.Messages, c.runTools(ctx, calls, clientTools, from, assistantID)...)
+	}
+	chain.End(time.Now())
+	stopped := context.Cause(ctx) == errStopped
+	a.finish(stopped)
+
+	status := storage.StatusComplete
+	switch {
+	case stopped:
+		status = storage.StatusStopped
+	case failure != nil:
+		status = storage.StatusFailed
+		c.log.Warn("turn failed", "err", failure)
+		s.SendError(wire.CodeServiceUnavailable, true, "The model failed while answering: "+plainReason(failure)+". What was said so far is kept.", m.ID)
+	case a.text.Len() == 0:
+		s.SendError(wire.CodeServiceUnavailable, true, "The model returned no answer.", m.ID)
+	}
+	content := a.text.String()
+	store.SaveMessage(storage.Message{ID: assistantID, ConversationID: s.ID, PreviousID: m.ID, Role: "assistant", Content: content, Status: status, CreatedAt: now})
+	c.mu.Lock()
+	c.history = append(c.history, llm.Message{ID: m.ID, Role: llm.RoleUser, Content: m.Content})
+	c.history = append(c.history, encrypted...)
+	if content != "" {
+		c.history = append(c.history, llm.Message{ID: assistantID, Role: llm.RoleAssistant, Content: content})
+	}
+	c.mu.Unlock()
+}
+
+// round streams one model response: reasoning to the chain, text to the
+// answer; it returns the tool calls the model made.
+func (c *Conversation) round(ctx context.Context, req *llm.Request, chain *reasoning.Chain, deliver *reasoning.Deliverer, a *answer) (calls []llm.ToolCall, reasoningText, text string, err error) {
 	events := make(chan llm.Event, 64)
 	go func() {
 		// Ends when the stream does, which cancelling ctx brings about;
@@ -175,60 +246,31 @@ func (c *Conversation) run(ctx context.Context, m *wire.UserMessage, received ti
 			events <- ev
 		}
 	}()
-
-	var (
-		answer    strings.Builder
-		split     sentence.Splitter
-		started   bool
-		sequence  int32
-		streaming []string
-		whole     []string
-		failure   error
-	)
-	begin := func() {
-		if !started {
-			started = true
-			streaming, whole = c.audienceSplit()
-			if len(streaming) > 0 {
-				s.Send(&wire.StartAnswer{ID: assistantID, PreviousID: m.ID, ConversationID: s.ID, AnswerType: wire.AnswerText}, streaming...)
-			}
-		}
-	}
-	sendSentences := func(sentences []string, final bool) {
-		if len(sentences) == 0 && !final {
-			return
-		}
-		begin()
-		if final && len(sentences) == 0 {
-			sentences = []string{""} // the answer ended on a sentence already sent
-		}
-		for i, text := range sentences {
-			sequence++
-			if len(streaming) > 0 {
-				s.Send(&wire.AssistantSentence{ID: wire.NewID("as"), PreviousID: assistantID, ConversationID: s.ID,
-					Sequence: sequence, Text: text, IsFinal: final && i == len(sentences)-1}, streaming...)
-			}
-		}
-	}
+	var thought, said strings.Builder
 	poll := time.NewTimer(time.Hour)
 	defer poll.Stop()
 	var pollC <-chan time.Time
-loop:
 	for {
 		select {
 		case ev, ok := <-events:
 			if !ok {
-				break loop
+				return calls, thought.String(), said.String(), err
 			}
 			chain.Feed(ev, time.Now())
 			switch ev.Kind {
+			case llm.EventReasoning:
+				thought.WriteString(ev.Text)
 			case llm.EventText:
-				answer.WriteString(ev.Text)
-				sendSentences(split.Write(ev.Text), false)
+				said.WriteString(ev.Text)
+				a.write(ev.Text)
 			case llm.EventToolCall:
-				failure = fmt.Errorf("the model asked for the tool %q, and tools are not available on this server yet", ev.ToolCall.Name)
+				if ev.ToolCall.Result == nil { // an AG-UI agent's own tools ran already
+					calls = append(calls, *ev.ToolCall)
+				}
 			case llm.EventError:
-				failure = ev.Err
+				if e, ok := llm.AsError(ev.Err); !ok || e.Kind != llm.ErrCancelled {
+					err = ev.Err
+				}
 			}
 		case <-pollC:
 		}
@@ -239,38 +281,6 @@ loop:
 			pollC = poll.C
 		}
 	}
-	chain.End(time.Now())
-	stopped := context.Cause(ctx) == errStopped
-	if answer.Len() > 0 {
-		sendSentences(split.Flush(), true)
-	}
-	if len(whole) > 0 {
-		state := storage.StatusComplete
-		if stopped {
-			state = storage.StatusStopped
-		}
-		s.Send(&wire.AssistantMessage{ID: assistantID, PreviousID: m.ID, ConversationID: s.ID, Content: answer.String(),
-			Timestamp: time.Now().UnixMilli(), State: state}, whole...)
-	}
-	status := storage.StatusComplete
-	switch {
-	case stopped:
-		status = storage.StatusStopped
-	case failure != nil:
-		status = storage.StatusFailed
-		c.log.Warn("turn failed", "err", failure)
-		s.SendError(wire.CodeServiceUnavailable, true, "The model failed while answering: "+plainReason(failure)+". What was said so far is kept.", m.ID)
-	case answer.Len() == 0:
-		s.SendError(wire.CodeServiceUnavailable, true, "The model returned no answer.", m.ID)
-	}
-	store.SaveMessage(storage.Message{ID: assistantID, ConversationID: s.ID, PreviousID: m.ID, Role: "assistant", Content: answer.String(), Status: status, CreatedAt: now})
-	c.mu.Lock()
-	c.history = append(c.history, llm.Message{ID: m.ID, Role: llm.RoleUser, Content: m.Content})
-	c.history = append(c.history, encrypted...)
-	if answer.Len() > 0 {
-		c.history = append(c.history, llm.Message{ID: assistantID, Role: llm.RoleAssistant, Content: answer.String()})
-	}
-	c.mu.Unlock()
 }
 
 // plainReason words a model failure for a user.

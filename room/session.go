@@ -90,8 +90,9 @@ type Session struct {
 
 	ownerMu sync.Mutex
 	owner   string
-	// features each client announced in its Configuration.
+	// features and tools each client announced in its Configuration.
 	features map[string][]string
+	tools    map[string][]wire.ClientTool
 }
 
 const (
@@ -120,7 +121,7 @@ type SessionConfig struct {
 func newSession(parent context.Context, c SessionConfig, out publisher) *Session {
 	s := &Session{ID: c.ID, log: c.Logger.With("conversation", c.ID), store: c.Store, audience: c.Audience,
 		handler: c.Handler, metrics: c.Metrics, out: out, inbox: make(chan rawPacket, inboxSize), next: 1,
-		seen: map[string]map[int32]uint64{}, members: map[string]string{}, features: map[string][]string{}}
+		seen: map[string]map[int32]uint64{}, members: map[string]string{}, features: map[string][]string{}, tools: map[string][]wire.ClientTool{}}
 	s.ctx, s.stop = context.WithCancel(parent)
 	// Continue the conversation's stanza count where the durable log left
 	// it: a bot that took over after a restart must never reuse a number.
@@ -167,6 +168,13 @@ func (s *Session) ClientFeatures(identity string) []string {
 	s.ownerMu.Lock()
 	defer s.ownerMu.Unlock()
 	return s.features[identity]
+}
+
+// ClientTools are the tools a client announced it runs itself.
+func (s *Session) ClientTools(identity string) []wire.ClientTool {
+	s.ownerMu.Lock()
+	defer s.ownerMu.Unlock()
+	return s.tools[identity]
 }
 
 // receive queues a packet from the room; the SDK's callback must not
@@ -296,6 +304,7 @@ func (s *Session) configure(in Inbound, c *wire.Configuration) {
 		s.store.SaveConversation(storage.Conversation{ID: s.ID, Owner: in.From, CreatedAt: time.Now()})
 	}
 	s.features[in.From] = slices.Clone(c.Features)
+	s.tools[in.From] = slices.Clone(c.Tools)
 	s.ownerMu.Unlock()
 	effective, err := s.audience.Configure(s.ctx, in.From, c.Features)
 	if err != nil {
