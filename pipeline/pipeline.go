@@ -39,9 +39,13 @@ type Conversation struct {
 	s   *room.Session
 	log *slog.Logger
 
-	mu      sync.Mutex
-	history []llm.Message
+	mu sync.Mutex
+	// turns are the visible history: each user message with its answer.
+	turns   []turnRecord
 	handled map[string]bool // user message ids answered or being answered
+	// edit: a ControlVariation "edit" waiting for the user message that
+	// replaces its target.
+	edit    *pendingEdit
 	cancel  context.CancelCauseFunc
 	turnEnd chan struct{}
 	// waiting: client tool requests awaiting their ToolUseResult.
@@ -72,6 +76,45 @@ func (c *Conversation) Features() []string {
 
 var errStopped = fmt.Errorf("stopped by the user")
 
+// turnRecord is one answered user message, as the model sees it again.
+type turnRecord struct {
+	user      llm.Message
+	encrypted []llm.Message // an AG-UI backend's reasoning values
+	answerID  string
+	answer    string
+}
+
+type pendingEdit struct {
+	target string
+	from   string
+	until  time.Time
+}
+
+// editWait is how long an edit waits for its replacement message.
+const editWait = 5 * time.Second
+
+// spec says what a turn answers.
+type spec struct {
+	user      *wire.UserMessage
+	from      string
+	received  time.Time
+	variantOf string // regenerate: the earlier answer
+	prefix    string // continue: the answer so far
+	replaces  int    // index of the turn it rewrites, or -1 for a new one
+}
+
+func (c *Conversation) historyBefore(i int) []llm.Message {
+	var out []llm.Message
+	for _, t := range c.turns[:i] {
+		out = append(out, t.user)
+		out = append(out, t.encrypted...)
+		if t.answer != "" {
+			out = append(out, llm.Message{ID: t.answerID, Role: llm.RoleAssistant, Content: t.answer})
+		}
+	}
+	return out
+}
+
 // Handle takes one client envelope; turns run in their own goroutine.
 func (c *Conversation) Handle(_ context.Context, s *room.Session, in room.Inbound) {
 	switch b := in.Envelope.Body.(type) {
@@ -84,6 +127,14 @@ func (c *Conversation) Handle(_ context.Context, s *room.Session, in room.Inboun
 		if dup {
 			return // acknowledged again, not answered twice
 		}
+		c.mu.Lock()
+		edit := c.edit
+		c.edit = nil
+		c.mu.Unlock()
+		if edit != nil && edit.from == in.From && time.Now().Before(edit.until) {
+			c.editTurn(edit.target, b, in.From, in.Received)
+			return
+		}
 		if s.Store().Saturated() {
 			// Back-pressure: storage cannot keep up, so no new work until
 			// it drains; the user may send the message again.
@@ -93,7 +144,9 @@ func (c *Conversation) Handle(_ context.Context, s *room.Session, in room.Inboun
 			s.SendError(wire.CodeQueueFull, true, "The server is busy saving earlier conversations; send your message again in a moment.", b.ID, in.From)
 			return
 		}
-		c.startTurn(b, in.From, in.Received)
+		c.startTurn(spec{user: b, from: in.From, received: in.Received, replaces: -1})
+	case *wire.ControlVariation:
+		c.vary(s, in, b)
 	case *wire.ToolUseResult:
 		c.mu.Lock()
 		ch := c.waiting[b.RequestID]
@@ -105,9 +158,11 @@ func (c *Conversation) Handle(_ context.Context, s *room.Session, in room.Inboun
 		}
 		ch <- b
 	case *wire.ControlStop:
-		stopped := c.stop()
+		// Speech is the voice stage's to stop; there is none yet, so a
+		// speech-only stop has nothing to do. Generation and all stop the
+		// model.
 		notes := "nothing to stop"
-		if stopped {
+		if b.StopType != wire.StopSpeech && c.stop() {
 			notes = "stopped"
 		}
 		s.Send(&wire.Acknowledgement{ConversationID: s.ID, AcknowledgedStanzaID: in.Envelope.StanzaID, AcknowledgedMessageID: b.TargetID, Notes: notes}, in.From)
@@ -131,7 +186,7 @@ func (c *Conversation) stop() bool {
 	return true
 }
 
-func (c *Conversation) startTurn(m *wire.UserMessage, from string, received time.Time) {
+func (c *Conversation) startTurn(sp spec) {
 	// One turn at a time: a new question stops the previous answer.
 	c.stop()
 	ctx, cancel := context.WithCancelCause(c.s.Context())
@@ -142,7 +197,7 @@ func (c *Conversation) startTurn(m *wire.UserMessage, from string, received time
 	c.s.Go(func(context.Context) {
 		defer close(done)
 		defer cancel(nil)
-		c.run(ctx, m, from, received)
+		c.run(ctx, sp)
 		c.mu.Lock()
 		if c.turnEnd == done {
 			c.cancel, c.turnEnd = nil, nil
@@ -165,13 +220,16 @@ func (c *Conversation) audienceSplit() (streaming, whole []string) {
 
 // run is one turn: model rounds until the model answers without calling
 // a tool, or the bound of rounds is reached.
-func (c *Conversation) run(ctx context.Context, m *wire.UserMessage, from string, received time.Time) {
+func (c *Conversation) run(ctx context.Context, sp spec) {
 	s := c.s
+	m, from := sp.user, sp.from
 	store := s.Store()
 	assistantID := wire.NewID("am")
 	now := time.Now()
-	store.SaveMessage(storage.Message{ID: m.ID, ConversationID: s.ID, PreviousID: m.PreviousID, Role: "user", Content: m.Content, Status: storage.StatusComplete, CreatedAt: received})
-	store.SaveMessage(storage.Message{ID: assistantID, ConversationID: s.ID, PreviousID: m.ID, Role: "assistant", Status: storage.StatusStreaming, CreatedAt: now})
+	if sp.variantOf == "" && sp.prefix == "" {
+		store.SaveMessage(storage.Message{ID: m.ID, ConversationID: s.ID, PreviousID: m.PreviousID, Role: "user", Content: m.Content, Status: storage.StatusComplete, CreatedAt: sp.received})
+	}
+	store.SaveMessage(storage.Message{ID: assistantID, ConversationID: s.ID, PreviousID: m.ID, Role: "assistant", Status: storage.StatusStreaming, VariantOf: sp.variantOf, CreatedAt: now})
 
 	deliver := reasoning.NewDeliverer(s.Audience().Viewers, func(d reasoning.Delivery) { s.Send(d.Step, d.To...) })
 	// An AG-UI backend's encrypted reasoning goes back to it on the next
@@ -186,9 +244,18 @@ func (c *Conversation) run(ctx context.Context, m *wire.UserMessage, from string
 
 	clientTools := c.clientTools(from)
 	c.mu.Lock()
-	req := &llm.Request{ConversationID: s.ID, System: c.cfg.System, Thinking: c.cfg.Thinking, Tools: c.toolDefs(clientTools),
-		Messages: append(slices.Clone(c.history), llm.Message{ID: m.ID, Role: llm.RoleUser, Content: m.Content})}
+	upTo := len(c.turns)
+	if sp.replaces >= 0 {
+		upTo = sp.replaces
+	}
+	messages := append(c.historyBefore(upTo), llm.Message{ID: m.ID, Role: llm.RoleUser, Content: m.Content})
 	c.mu.Unlock()
+	if sp.prefix != "" {
+		// Continue: the model sees its cut answer and is asked to go on.
+		messages = append(messages, llm.Message{Role: llm.RoleAssistant, Content: sp.prefix},
+			llm.Message{Role: llm.RoleUser, Content: "Continue your previous answer exactly where it stopped, without repeating it."})
+	}
+	req := &llm.Request{ConversationID: s.ID, System: c.cfg.System, Thinking: c.cfg.Thinking, Tools: c.toolDefs(clientTools), Messages: messages}
 
 	a := &answer{s: s, assistantID: assistantID, userID: m.ID}
 	var failure error
@@ -224,12 +291,13 @@ func (c *Conversation) run(ctx context.Context, m *wire.UserMessage, from string
 		s.SendError(wire.CodeServiceUnavailable, true, "The model returned no answer.", m.ID)
 	}
 	content := a.text.String()
-	store.SaveMessage(storage.Message{ID: assistantID, ConversationID: s.ID, PreviousID: m.ID, Role: "assistant", Content: content, Status: status, CreatedAt: now})
+	store.SaveMessage(storage.Message{ID: assistantID, ConversationID: s.ID, PreviousID: m.ID, Role: "assistant", Content: content, Status: status, VariantOf: sp.variantOf, CreatedAt: now})
+	rec := turnRecord{user: llm.Message{ID: m.ID, Role: llm.RoleUser, Content: m.Content}, encrypted: encrypted, answerID: assistantID, answer: sp.prefix + content}
 	c.mu.Lock()
-	c.history = append(c.history, llm.Message{ID: m.ID, Role: llm.RoleUser, Content: m.Content})
-	c.history = append(c.history, encrypted...)
-	if content != "" {
-		c.history = append(c.history, llm.Message{ID: assistantID, Role: llm.RoleAssistant, Content: content})
+	if sp.replaces >= 0 && sp.replaces < len(c.turns) {
+		c.turns = append(c.turns[:sp.replaces], rec)
+	} else {
+		c.turns = append(c.turns, rec)
 	}
 	c.mu.Unlock()
 }
