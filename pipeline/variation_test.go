@@ -78,7 +78,9 @@ func TestContinueAfterStop(t *testing.T) {
 	u.send(&wire.ControlStop{ConversationID: "conv_continue"})
 	u.until("stopped", finalSentence)
 	u.send(&wire.ControlVariation{ConversationID: "conv_continue", TargetID: "msg_s", Mode: wire.VariationContinue})
-	got := u.until("a continuation", func(g []*wire.Envelope) bool { return has[*wire.StartAnswer](g) == 2 && has[*wire.AssistantSentence](g) > 5 })
+	got := u.until("a continuation", func(g []*wire.Envelope) bool {
+		return has[*wire.StartAnswer](g) == 2 && has[*wire.AssistantSentence](g) > 5
+	})
 	starts := bodies[*wire.StartAnswer](got)
 	if starts[1].PreviousID != "msg_s" || starts[1].ID == starts[0].ID {
 		t.Fatalf("continuation %+v", starts)
