@@ -20,7 +20,7 @@ import (
 
 // Config says where LiveKit is and how the bot presents itself. Every
 // field has an environment variable and a flag of the same meaning; the
-// defaults match a LiveKit server in dev mode on this machine.
+// key and secret default to a LiveKit server in dev mode.
 type Config struct {
 	LiveKitURL string // ALICIA_LIVEKIT_URL
 	APIKey     string // ALICIA_LIVEKIT_API_KEY
@@ -44,7 +44,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 		}
 		return d
 	}
-	fs.StringVar(&c.LiveKitURL, "livekit-url", env("ALICIA_LIVEKIT_URL", "ws://127.0.0.1:7880"), "LiveKit server URL (ALICIA_LIVEKIT_URL)")
+	fs.StringVar(&c.LiveKitURL, "livekit-url", env("ALICIA_LIVEKIT_URL", ""), "LiveKit server URL; empty starts a local livekit-server (ALICIA_LIVEKIT_URL)")
 	fs.StringVar(&c.APIKey, "livekit-api-key", env("ALICIA_LIVEKIT_API_KEY", "devkey"), "LiveKit API key (ALICIA_LIVEKIT_API_KEY)")
 	fs.StringVar(&c.APISecret, "livekit-api-secret", env("ALICIA_LIVEKIT_API_SECRET", "secret"), "LiveKit API secret (ALICIA_LIVEKIT_API_SECRET)")
 	fs.StringVar(&c.AgentName, "agent-name", env("ALICIA_AGENT_NAME", "alicia"), "agent name LiveKit dispatches (ALICIA_AGENT_NAME)")

@@ -22,6 +22,7 @@ type command struct {
 
 var commands = []command{
 	{"serve", "run the assistant", runServe},
+	{"chat", "talk to a running Alicia from the terminal", runChat},
 	{"standin", "serve a Qwen3 stand-in in every backend's wire format (no real model)", runStandin},
 	{"migrate", "apply (up), roll back (down) or show (status) the database schema", runMigrate},
 	{"wire", "decode or encode Alicia envelopes (alicia wire help)", runWire},

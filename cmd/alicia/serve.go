@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/alicia-voice/alicia/internal/lkserver"
 	"github.com/alicia-voice/alicia/llm"
 	"github.com/alicia-voice/alicia/llm/standin"
 	"github.com/alicia-voice/alicia/pipeline"
@@ -35,6 +36,21 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if cfg.LiveKitURL == "" {
+		// No LiveKit server given: run one for this process.
+		dir, err := os.MkdirTemp("", "alicia-livekit-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		lk, err := lkserver.StartFresh(dir)
+		if err != nil {
+			return fmt.Errorf("no ALICIA_LIVEKIT_URL and no local livekit-server: %w", err)
+		}
+		defer lk.Stop()
+		cfg.LiveKitURL, cfg.APIKey, cfg.APISecret = lk.URL, lk.APIKey, lk.APISecret
+		log.Info("started a local livekit-server", "url", lk.URL)
+	}
 
 	var key []byte
 	if *reasoningMode == string(storage.ReasoningEncrypted) {
@@ -83,7 +99,13 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
-	fmt.Fprintf(stdout, "Alicia serving: agent %q on %s, HTTP API on http://%s\n", cfg.AgentName, cfg.LiveKitURL, ln.Addr())
+	secret := cfg.TokenSecret
+	if secret == "" {
+		secret = cfg.APISecret
+	}
+	fmt.Fprintf(stdout, "Alicia serving: agent %q on %s, HTTP API on http://%s\n\n", cfg.AgentName, cfg.LiveKitURL, ln.Addr())
+	fmt.Fprintf(stdout, "Talk to it from another terminal:\n\n    go run ./cmd/alicia chat -api http://%s -secret %s\n\n", ln.Addr(), secret)
+	fmt.Fprintf(stdout, "or give a LiveKit client a token:\n\n    curl -X POST -H 'Authorization: Bearer %s' -d '{\"identity\": \"you\"}' http://%s/v1/token\n\n", secret, ln.Addr())
 
 	agentDone := make(chan struct{})
 	go func() {

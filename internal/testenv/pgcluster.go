@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/alicia-voice/alicia/internal/lkserver"
 )
 
 // Cluster is a throwaway Postgres server a test may stop and start, for
@@ -57,7 +59,7 @@ func StartCluster(t testing.TB) *Cluster {
 	if out, err := c.run("initdb", "-D", c.data, "-A", "trust", "-U", "postgres", "--no-sync"); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
-	if c.port, err = freePort("tcp"); err != nil {
+	if c.port, err = lkserver.FreePort("tcp"); err != nil {
 		t.Fatal(err)
 	}
 	c.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.port)

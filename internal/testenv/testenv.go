@@ -29,14 +29,3 @@ func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
-
-// cacheDir is where scripts/install-livekit-server keeps its build.
-func cacheDir() string {
-	if d := os.Getenv("ALICIA_CACHE_DIR"); d != "" {
-		return d
-	}
-	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "alicia")
-	}
-	return filepath.Join(os.TempDir(), "alicia-cache")
-}
