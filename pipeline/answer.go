@@ -58,7 +58,7 @@ func (a *answer) send(sentences []string, final bool) {
 		a.sequence++
 		if len(a.streaming) > 0 {
 			a.s.Send(&wire.AssistantSentence{ID: wire.NewID("as"), PreviousID: a.assistantID, ConversationID: a.s.ID,
-				Sequence: a.sequence, Text: text, IsFinal: final && i == len(sentences)-1}, a.streaming...)
+				Sequence: a.sequence, Text: text, IsFinal: final && i == len(sentences)-1, Markdown: markdown(text)}, a.streaming...)
 		}
 	}
 }
@@ -78,4 +78,17 @@ func (a *answer) finish(stopped bool) {
 		a.s.Send(&wire.AssistantMessage{ID: a.assistantID, PreviousID: a.userID, ConversationID: a.s.ID, Content: a.text.String(),
 			Timestamp: time.Now().UnixMilli(), State: state}, a.whole...)
 	}
+}
+
+// markdown flags what the speech stage must skip or strip.
+func markdown(text string) []string {
+	var out []string
+	sp := sentence.Inspect(text)
+	if sp.HasCode {
+		out = append(out, wire.MarkdownCode)
+	}
+	if sp.HasEmphasis {
+		out = append(out, wire.MarkdownEmphasis)
+	}
+	return out
 }

@@ -201,4 +201,14 @@ type AssistantSentence struct {
 	IsFinal        bool   `json:"isFinal,omitempty"`
 	Sentiment      string `json:"sentiment,omitempty"`
 	Tone           string `json:"tone,omitempty"`
+	// Markdown lists what the text holds that must not be read aloud
+	// (Alicia's addition): "code" (a span or fence to skip) and "emphasis"
+	// (markers to strip). The text keeps them for display.
+	Markdown []string `json:"markdown,omitempty"`
 }
+
+// Markdown kinds flagged on AssistantSentence.
+const (
+	MarkdownCode     = "code"
+	MarkdownEmphasis = "emphasis"
+)

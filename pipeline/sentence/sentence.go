@@ -64,13 +64,19 @@ func End(s string, final bool) int {
 			// must be the one Flush returns, so that it can be marked final.
 			return 0
 		}
-		if c == '.' && (isAbbreviation(s[:i]) || isListMarker(s[:i])) {
+		if c == '.' && (isAbbreviation(s[:i]) || isListMarker(s[:i]) || isNumbered(s[:i])) {
 			continue
+		}
+		if nextLineIsItem(s[j:]) {
+			return j
+		}
+		if c == '.' && j-i < 3 && startsLower(s[j:]) {
+			continue // sentences start with a capital: "'done.' or not"
 		}
 		if c == '.' && j-i >= 3 && strings.TrimSpace(s[j:]) == "" && !final {
 			return 0 // whether the sentence goes on after the ellipsis is not known yet
 		}
-		if c == '.' && j-i >= 3 && startsLower(s[j:]) {
+		if c == '.' && j-i >= 3 && (startsLower(s[j:]) || startsWithI(s[j:])) {
 			i = j - 1
 			continue // an ellipsis inside a sentence... like this
 		}
@@ -79,11 +85,54 @@ func End(s string, final bool) int {
 	// The multi-byte ellipsis.
 	if k := strings.Index(s, "…"); k >= 0 && k+len("…") < len(s) {
 		rest := s[k+len("…"):]
-		if r, _ := utf8.DecodeRuneInString(rest); unicode.IsSpace(r) && !startsLower(rest) {
+		if strings.TrimSpace(rest) == "" && !final {
+			return 0
+		}
+		if r, _ := utf8.DecodeRuneInString(rest); unicode.IsSpace(r) && !startsLower(rest) && !startsWithI(rest) {
 			return k + len("…")
 		}
 	}
 	return 0
+}
+
+// nextLineIsItem: a new line that starts a list item ("b. ", "2) ",
+// "- ") starts a sentence, whatever its case.
+func nextLineIsItem(s string) bool {
+	ws := len(s) - len(strings.TrimLeftFunc(s, unicode.IsSpace))
+	if !strings.Contains(s[:ws], "\n") {
+		return false
+	}
+	rest := s[ws:]
+	if strings.HasPrefix(rest, "- ") || strings.HasPrefix(rest, "* ") {
+		return true
+	}
+	k := strings.IndexAny(rest, ".)")
+	return k > 0 && k <= 3 && k+1 < len(rest) && rest[k+1] == ' ' && isListMarker(rest[:k])
+}
+
+// startsWithI: "Well... I think" goes on; the pronoun is a capital
+// that does not start a sentence.
+func startsWithI(s string) bool {
+	s = strings.TrimLeftFunc(s, unicode.IsSpace)
+	return s == "I" || strings.HasPrefix(s, "I ") || strings.HasPrefix(s, "I'")
+}
+
+var numberedWords = []string{"step", "chapter", "part", "item", "page", "rule", "section", "phase", "level", "round"}
+
+// isNumbered: "Step 1." or "Chapter 12." names a thing, it does not end a
+// sentence.
+func isNumbered(before string) bool {
+	fields := strings.Fields(before)
+	if len(fields) < 2 {
+		return false
+	}
+	num, word := fields[len(fields)-1], strings.ToLower(fields[len(fields)-2])
+	for _, r := range num {
+		if !unicode.IsDigit(r) {
+			return false
+		}
+	}
+	return len(num) <= 3 && slices.Contains(numberedWords, word)
 }
 
 func startsLower(s string) bool {
@@ -95,8 +144,8 @@ func startsLower(s string) bool {
 func isAbbreviation(before string) bool {
 	w := before[strings.LastIndexFunc(before, unicode.IsSpace)+1:]
 	w = strings.ToLower(strings.TrimLeft(w, `("'*_`))
-	if utf8.RuneCountInString(w) == 1 && unicode.IsLetter([]rune(w)[0]) {
-		return true // an initial: "J. Smith"
+	if utf8.RuneCountInString(w) == 1 && unicode.IsUpper([]rune(before[len(before)-len(w):])[0]) {
+		return true // an initial: "J. Smith" (not a unit: "3.5 m.")
 	}
 	return slices.Contains(abbreviations, w)
 }

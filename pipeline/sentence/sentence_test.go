@@ -34,7 +34,11 @@ var corpus = []struct {
 }
 
 func TestCorpus(t *testing.T) {
-	for _, c := range corpus {
+	all := append(corpus, moreCorpus...)
+	if len(all) < 100 {
+		t.Fatalf("the corpus has %d cases; keep it over 100", len(all))
+	}
+	for _, c := range all {
 		for _, mode := range []string{"whole", "tokens"} {
 			var sp Splitter
 			var got []string
