@@ -42,6 +42,10 @@ func (a *answer) begin() {
 }
 
 func (a *answer) write(delta string) {
+	if strings.TrimSpace(delta) != "" {
+		// StartAnswer goes out with the first word, not the first sentence.
+		a.begin()
+	}
 	a.text.WriteString(delta)
 	a.send(a.split.Write(delta), false)
 }

@@ -24,14 +24,14 @@ import (
 )
 
 type user struct {
-	t      *testing.T
+	t      testing.TB
 	room   *lksdk.Room
 	stanza int32
 	mu     sync.Mutex
 	got    []*wire.Envelope
 }
 
-func join(t *testing.T, lk *testenv.LiveKit, cfg room.Config, roomName, identity string) *user {
+func join(t testing.TB, lk *testenv.LiveKit, cfg room.Config, roomName, identity string) *user {
 	token, err := room.UserToken(cfg, roomName, identity, identity)
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +91,7 @@ func has[T any](envs []*wire.Envelope) int {
 }
 
 // startAgent runs a bot with the pipeline on a real livekit-server.
-func startAgent(t *testing.T, lk *testenv.LiveKit, client llm.Client, store storage.Store) room.Config {
+func startAgent(t testing.TB, lk *testenv.LiveKit, client llm.Client, store storage.Store) room.Config {
 	cfg := room.Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-pipeline"}
 	agent := room.NewAgent(cfg, store, room.NewMetrics(nil),
 		pipeline.New(pipeline.Config{LLM: client, Thinking: true, Logger: slog.New(slog.DiscardHandler)}), slog.New(slog.DiscardHandler))

@@ -15,6 +15,9 @@ import (
 type conn struct {
 	mu   sync.Mutex
 	room *lksdk.Room
+	// up: the connection has been up once; before that, a publish waits
+	// for it (the first greeting must not be lost to a slow start).
+	up bool
 }
 
 var errNotConnected = errors.New("not connected to the room")
@@ -31,10 +34,31 @@ func (c *conn) get() *lksdk.Room {
 // also gets the envelope by replay; skipping it leaves it to replay.
 func (c *conn) ready() (*lksdk.Room, error) {
 	r := c.get()
-	if r == nil || r.ConnectionState() != lksdk.ConnectionStateConnected {
+	if r == nil {
 		return nil, errNotConnected
 	}
-	return r, nil
+	if r.ConnectionState() == lksdk.ConnectionStateConnected {
+		c.mu.Lock()
+		c.up = true
+		c.mu.Unlock()
+		return r, nil
+	}
+	c.mu.Lock()
+	up := c.up
+	c.mu.Unlock()
+	if up {
+		return nil, errNotConnected // reconnecting, or gone
+	}
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+		if r.ConnectionState() == lksdk.ConnectionStateConnected {
+			c.mu.Lock()
+			c.up = true
+			c.mu.Unlock()
+			return r, nil
+		}
+	}
+	return nil, errNotConnected
 }
 
 func (c *conn) publish(payload []byte, to []string) error {
