@@ -151,4 +151,3 @@ func BenchmarkConversations(b *testing.B) {
 	b.ReportMetric(cpuPerTurn[len(cpuPerTurn)/2], "cpu-s/turn")
 	b.ReportMetric(heapPerConv[len(heapPerConv)/2], "heap-KiB/conv")
 }
-

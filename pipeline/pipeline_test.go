@@ -125,12 +125,16 @@ func TestPlainQuestion(t *testing.T) {
 
 	alice := join(t, lk, cfg, "conv_plain", "alice")
 	bob := join(t, lk, cfg, "conv_plain", "bob")
-	alice.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
-	bob.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
+	carol := join(t, lk, cfg, "conv_plain", "carol")
+	for _, u := range []*user{alice, bob, carol} {
+		u.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
+	}
 	alice.send(&wire.Configuration{Features: []string{wire.FeatureStreaming, wire.FeatureReasoningSteps}})
 	bob.send(&wire.Configuration{Features: []string{}})
-	alice.until("configured", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 1 })
-	bob.until("configured", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 1 })
+	carol.send(&wire.Configuration{Features: []string{wire.FeatureStreaming, wire.FeatureReasoningSummary}})
+	for _, u := range []*user{alice, bob, carol} {
+		u.until("configured", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 1 })
+	}
 
 	alice.send(&wire.UserMessage{ID: "msg_q1", ConversationID: "conv_plain", Content: "What can you do?"})
 	got := alice.until("the final sentence", finalSentence)
@@ -161,6 +165,22 @@ func TestPlainQuestion(t *testing.T) {
 	for i, s := range sentences {
 		if s.Sequence != int32(i+1) || s.PreviousID != start.ID || s.IsFinal != (i == len(sentences)-1) {
 			t.Fatalf("sentence %d: %+v", i, s)
+		}
+	}
+	cg := carol.until("the final sentence", finalSentence)
+	var summaries []*wire.ReasoningStep
+	for _, e := range cg {
+		if st, ok := e.Body.(*wire.ReasoningStep); ok {
+			summaries = append(summaries, st)
+		}
+	}
+	if len(summaries) != 3 {
+		t.Fatalf("carol (summary) received %d steps", len(summaries))
+	}
+	for i, st := range summaries {
+		if st.ID != steps[i].ID || !strings.HasPrefix(steps[i].Content, strings.TrimSuffix(st.Content, "…")) || len([]rune(st.Content)) > 160 ||
+			strings.Count(st.Content, ". ") > 0 {
+			t.Fatalf("summary %d: %q of %q", i, st.Content, steps[i].Content)
 		}
 	}
 	bg := bob.until("the whole answer", func(g []*wire.Envelope) bool { return has[*wire.AssistantMessage](g) > 0 })

@@ -23,6 +23,14 @@ var toolScenarios = []standin.Scenario{
 		{Reasoning: []string{"Only the device knows."}, ToolCalls: []standin.ToolCall{{Name: "get_location", Arguments: map[string]any{}}}},
 		{Reasoning: []string{"Got it."}, Answer: "Your device says {{toolResult}}. Done."},
 	}},
+	{Name: "two", Match: "both at once", Rounds: []standin.Round{
+		{Reasoning: []string{"Two independent lookups."}, ToolCalls: []standin.ToolCall{
+			{Name: "get_location", Arguments: map[string]any{}}, {Name: "get_battery", Arguments: map[string]any{}}}},
+		{Reasoning: []string{"Both answered."}, Answer: "Done: {{toolResult}}."},
+	}},
+	{Name: "ponder", Match: "ponder deeply", Pacing: &standin.Pacing{TTFTMs: 5, TokenMs: 15}, Rounds: []standin.Round{
+		{Reasoning: []string{"First thought.", strings.Repeat("A long second thought that goes on. ", 30)}, Answer: "Never reached."},
+	}},
 	{Name: "slow", Match: "tell me a long story", Pacing: &standin.Pacing{TTFTMs: 5, TokenMs: 15}, Rounds: []standin.Round{
 		{Reasoning: []string{"A story."}, Answer: strings.Repeat("Once upon a time there was a bot. ", 40)},
 	}},
@@ -166,4 +174,42 @@ func TestStopMidAnswer(t *testing.T) {
 		t.Fatalf("%d sentences after the stop", len(after)-len(sentences))
 	}
 	t.Logf("ControlStop sent → acknowledgement received (final sentence before it): %v, round trip over LiveKit included", elapsed)
+}
+
+// Two tool calls of one response run at once: the client holds the first
+// until the second has been asked for, which only concurrency allows.
+func TestToolCallsRunConcurrently(t *testing.T) {
+	_, joinRoom := startWithScenarios(t)
+	u := joinRoom("conv_two")
+	u.send(&wire.Configuration{Features: []string{wire.FeatureStreaming}, Tools: []wire.ClientTool{
+		{Name: "get_location", TimeoutMs: 5000}, {Name: "get_battery", TimeoutMs: 5000}}})
+	u.send(&wire.UserMessage{ID: "msg_2", ConversationID: "conv_two", Content: "both at once"})
+	got := u.until("both requests before any answer", func(g []*wire.Envelope) bool { return has[*wire.ToolUseRequest](g) == 2 })
+	reqs := bodies[*wire.ToolUseRequest](got)
+	u.send(&wire.ToolUseResult{RequestID: reqs[1].ID, Success: true, Result: map[string]any{"battery": 80}})
+	u.send(&wire.ToolUseResult{RequestID: reqs[0].ID, Success: true, Result: map[string]any{"city": "Lyon"}})
+	u.until("the answer", finalSentence)
+}
+
+// A stop during the reasoning ends the turn before any answer.
+func TestStopMidReasoning(t *testing.T) {
+	_, joinRoom := startWithScenarios(t)
+	u := joinRoom("conv_ponder")
+	u.send(&wire.Configuration{Features: []string{wire.FeatureStreaming, wire.FeatureReasoningSteps}})
+	u.send(&wire.UserMessage{ID: "msg_p", ConversationID: "conv_ponder", Content: "ponder deeply"})
+	u.until("the first step", func(g []*wire.Envelope) bool { return has[*wire.ReasoningStep](g) >= 1 })
+	u.send(&wire.ControlStop{ConversationID: "conv_ponder", StopType: wire.StopAll})
+	got := u.until("the acknowledgement", func(g []*wire.Envelope) bool {
+		for _, a := range bodies[*wire.Acknowledgement](g) {
+			if a.Notes == "stopped" {
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(300 * time.Millisecond)
+	after := u.until("nothing more", func([]*wire.Envelope) bool { return true })
+	if has[*wire.StartAnswer](after) != 0 || has[*wire.ReasoningStep](after) != has[*wire.ReasoningStep](got) {
+		t.Fatalf("after the stop: %d answers, %d steps (%d before)", has[*wire.StartAnswer](after), has[*wire.ReasoningStep](after), has[*wire.ReasoningStep](got))
+	}
 }
