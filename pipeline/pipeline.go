@@ -45,7 +45,9 @@ type Conversation struct {
 	handled map[string]bool // user message ids answered or being answered
 	// edit: a ControlVariation "edit" waiting for the user message that
 	// replaces its target.
-	edit    *pendingEdit
+	edit *pendingEdit
+	// loaded: the turns stored before this session were read.
+	loaded  bool
 	cancel  context.CancelCauseFunc
 	turnEnd chan struct{}
 	// waiting: client tool requests awaiting their ToolUseResult.
@@ -101,6 +103,38 @@ type spec struct {
 	variantOf string // regenerate: the earlier answer
 	prefix    string // continue: the answer so far
 	replaces  int    // index of the turn it rewrites, or -1 for a new one
+}
+
+// loadHistory reads the conversation's earlier turns from storage the
+// first time a session needs them: after a restart, a takeover, or turns
+// taken over AG-UI.
+func (c *Conversation) loadHistory(ctx context.Context) {
+	c.mu.Lock()
+	loaded := c.loaded
+	c.loaded = true
+	c.mu.Unlock()
+	if loaded {
+		return
+	}
+	entries, err := c.s.Store().History(ctx, c.s.ID)
+	if err != nil {
+		return // a new conversation
+	}
+	var turns []turnRecord
+	for _, e := range entries {
+		switch {
+		case e.Role == "user" && e.Status != storage.StatusSuperseded:
+			turns = append(turns, turnRecord{user: llm.Message{ID: e.ID, Role: llm.RoleUser, Content: e.Content}})
+		case e.Role == "assistant" && e.VariantOf == "" && len(turns) > 0 && turns[len(turns)-1].user.ID == e.PreviousID &&
+			(e.Status == storage.StatusComplete || e.Status == storage.StatusStopped):
+			turns[len(turns)-1].answerID, turns[len(turns)-1].answer = e.ID, e.Content
+		}
+	}
+	c.mu.Lock()
+	if len(c.turns) == 0 {
+		c.turns = turns
+	}
+	c.mu.Unlock()
 }
 
 func (c *Conversation) historyBefore(i int) []llm.Message {
@@ -243,6 +277,7 @@ func (c *Conversation) run(ctx context.Context, sp spec) {
 	}))
 
 	clientTools := c.clientTools(from)
+	c.loadHistory(ctx)
 	c.mu.Lock()
 	upTo := len(c.turns)
 	if sp.replaces >= 0 {

@@ -31,6 +31,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	dbURL := fs.String("database", os.Getenv("ALICIA_DATABASE_URL"), "Postgres URL; empty keeps conversations in memory (ALICIA_DATABASE_URL)")
 	reasoningMode := fs.String("store-reasoning", envOr("ALICIA_STORE_REASONING", "plain"), "plain, encrypted or off (ALICIA_STORE_REASONING)")
 	system := fs.String("system", envOr("ALICIA_SYSTEM_PROMPT", "You are Alicia, a helpful voice assistant. Answer briefly."), "system prompt (ALICIA_SYSTEM_PROMPT)")
+	aguiPath := fs.String("agui-path", envOr("ALICIA_AGUI_PATH", "/agui"), "path of the AG-UI endpoint (ALICIA_AGUI_PATH)")
 	thinking := fs.Bool("thinking", os.Getenv("ALICIA_THINKING") != "off", "let the model reason before answering (ALICIA_THINKING=off disables)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -59,8 +60,10 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 			return err
 		}
 	}
+	metrics := prometheus.NewRegistry()
+	metrics.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	store, err := storage.Open(ctx, storage.Config{DatabaseURL: *dbURL, Reasoning: storage.ReasoningMode(*reasoningMode), Key: key,
-		Logger: log, Registerer: prometheus.DefaultRegisterer})
+		Logger: log, Registerer: metrics})
 	if err != nil {
 		return err
 	}
@@ -85,12 +88,14 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	}
 	log.Info("model backend", "backend", llmCfg.Backend, "url", llmCfg.URL, "model", llmCfg.Model, "flavor", llm.FlavorOf(client))
 
-	agent := room.NewAgent(cfg, store, room.NewMetrics(prometheus.DefaultRegisterer),
-		pipeline.New(pipeline.Config{LLM: client, System: *system, Thinking: *thinking, Logger: log}), log)
+	pcfg := pipeline.Config{LLM: client, System: *system, Thinking: *thinking, Logger: log}
+	agent := room.NewAgent(cfg, store, room.NewMetrics(metrics), pipeline.New(pcfg), log)
+	users := room.BearerIdentity(cfg.APIKey, cfg.APISecret)
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/token", agent.TokenHandler())
-	mux.Handle("GET /v1/conversations/{id}", storage.HistoryHandler(store, room.BearerIdentity(cfg.APIKey, cfg.APISecret), log))
-	mux.Handle("GET /metrics", promhttp.Handler())
+	mux.Handle("GET /v1/conversations/{id}", storage.HistoryHandler(store, users, log))
+	mux.Handle("POST "+*aguiPath, pipeline.NewAGUI(pcfg, store, users))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {

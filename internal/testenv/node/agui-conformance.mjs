@@ -1,15 +1,19 @@
 // Runs one AG-UI run against a server with the official @ag-ui/client
 // 1.0.0 and reports what it saw as JSON on stdout. Input on stdin:
-//   {url, input: RunAgentInput, agent: bool}
+//   {url, input: RunAgentInput, agent: bool, headers?: {…}, client?: "0.0.58",
+//    abort?: bool}
+// client "0.0.58" runs only HttpAgent, from that older client; abort
+// aborts the raw request after the first event.
 // The report: HTTP status and content type, whether a CR byte appeared,
 // the raw event types, every event that fails EventSchemas, the error (if
 // any) of the client's own enforce -> transformChunks -> verify pipeline,
 // the client's warnings, and with agent:true the messages HttpAgent built.
-import { runHttpRequest, transformHttpEventStream, enforceEvents, transformChunks, verifyEvents, HttpAgent } from "@ag-ui/client";
+import { runHttpRequest, transformHttpEventStream, enforceEvents, transformChunks, verifyEvents, HttpAgent as HttpAgent10 } from "@ag-ui/client";
+import { HttpAgent as HttpAgent058 } from "client058";
 import { EventSchemas } from "@ag-ui/core/schemas";
 import { from, lastValueFrom, toArray } from "rxjs";
 
-const { url, input, agent } = JSON.parse(await new Promise((resolve) => {
+const { url, input, agent, headers = {}, client = "1.0", abort = false } = JSON.parse(await new Promise((resolve) => {
   let s = "";
   process.stdin.on("data", (d) => (s += d));
   process.stdin.on("end", () => resolve(s));
@@ -24,11 +28,24 @@ console.warn = (...args) => {
 };
 
 const report = { warnings };
-const post = () => fetch(url, {
+const post = (signal) => fetch(url, {
   method: "POST",
-  headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
+  headers: { "Content-Type": "application/json", Accept: "text/event-stream", ...headers },
   body: JSON.stringify(input),
+  signal,
 });
+
+if (abort) {
+  // Read the first frame, then hang up.
+  const ctl = new AbortController();
+  const res = await post(ctl.signal);
+  const reader = res.body.getReader();
+  const { value } = await reader.read();
+  report.firstFrame = new TextDecoder().decode(value);
+  ctl.abort();
+  process.stdout.write(JSON.stringify(report));
+  process.exit(0);
+}
 
 // The wire, byte for byte.
 const res = await post();
@@ -38,7 +55,8 @@ const text = await res.text();
 report.crFound = text.includes("\r");
 report.badFrames = text.split("\n\n").filter((f) => f !== "" && !/^data: [^\n]*$/.test(f)).length;
 
-if (res.status === 200) {
+report.body = res.status === 200 ? null : text;
+if (res.status === 200 && client === "1.0") {
   // The client's own transport, then its schema and sequencing checks.
   const raw = await lastValueFrom(transformHttpEventStream(runHttpRequest(post)).pipe(toArray()));
   report.types = raw.map((e) => e.type);
@@ -54,7 +72,8 @@ if (res.status === 200) {
 }
 
 if (agent) {
-  const a = new HttpAgent({ url, threadId: input.threadId, initialMessages: input.messages });
+  const HttpAgent = client === "0.0.58" ? HttpAgent058 : HttpAgent10;
+  const a = new HttpAgent({ url, headers, threadId: input.threadId, initialMessages: input.messages });
   let failed = null;
   let runError = null;
   try {
@@ -67,6 +86,19 @@ if (agent) {
   }
   report.agentFailed = failed;
   report.agentRunError = runError;
+  if (!failed && !runError) {
+    // A second run carries the first run's messages, reasoning included.
+    report.firstRunMessages = a.messages.length;
+    a.messages.push({ id: "u-second-" + input.runId, role: "user", content: "And a second question?" });
+    let failed2 = null;
+    try {
+      await a.runAgent({ runId: input.runId + "-second", tools: input.tools || [], context: [], forwardedProps: input.forwardedProps || {} },
+        { onRunFailed: ({ error }) => { failed2 = String(error && error.message ? error.message : error); } });
+    } catch (e) {
+      failed2 = failed2 || String(e && e.message ? e.message : e);
+    }
+    report.secondRunFailed = failed2;
+  }
   report.agentMessages = a.messages.map((m) => ({ id: m.id, role: m.role, content: typeof m.content === "string" ? m.content : null, encryptedValue: m.encryptedValue ?? null, toolCalls: m.toolCalls ?? null }));
 }
 process.stdout.write(JSON.stringify(report));
