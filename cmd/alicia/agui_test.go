@@ -73,7 +73,7 @@ func TestAGUIConformance(t *testing.T) {
 	input := func(thread, question string, v1 bool) map[string]any {
 		in := map[string]any{"threadId": thread, "runId": "run-" + thread, "state": map[string]any{},
 			"messages": []any{map[string]any{"id": "u-" + thread, "role": "user", "content": question}},
-			"tools": []any{}, "context": []any{}, "forwardedProps": map[string]any{"reasoning": "full"}}
+			"tools":    []any{}, "context": []any{}, "forwardedProps": map[string]any{"reasoning": "full"}}
 		if v1 {
 			in["protocolVersion"] = "1.0"
 		}
