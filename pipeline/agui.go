@@ -97,15 +97,7 @@ type AGUI struct {
 
 // NewAGUI returns the AG-UI endpoint.
 func NewAGUI(cfg Config, store storage.Store, authenticate func(*http.Request) (string, error)) *AGUI {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Tools == nil {
-		cfg.Tools = Builtins()
-	}
-	if cfg.MaxToolRounds <= 0 {
-		cfg.MaxToolRounds = 5
-	}
+	cfg.withDefaults()
 	return &AGUI{cfg: cfg, store: store, authenticate: authenticate, log: cfg.Logger}
 }
 
@@ -351,12 +343,7 @@ func (r *aguiRun) anyClientCall(calls []llm.ToolCall) bool {
 }
 
 func (r *aguiRun) runServerTool(ctx context.Context, c llm.ToolCall) string {
-	var tool *Tool
-	for i := range r.a.cfg.Tools {
-		if r.a.cfg.Tools[i].Name == c.Name {
-			tool = &r.a.cfg.Tools[i]
-		}
-	}
+	tool := toolNamed(r.a.cfg.Tools, c.Name)
 	fail := func(msg string) string {
 		b, _ := json.Marshal(map[string]string{"error": msg})
 		return string(b)

@@ -54,17 +54,21 @@ type Conversation struct {
 	waiting map[string]chan *wire.ToolUseResult
 }
 
+func (c *Config) withDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Tools == nil {
+		c.Tools = Builtins()
+	}
+	if c.MaxToolRounds <= 0 {
+		c.MaxToolRounds = 5
+	}
+}
+
 // New returns the handler factory room.Agent takes.
 func New(cfg Config) func(*room.Session) room.Handler {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Tools == nil {
-		cfg.Tools = Builtins()
-	}
-	if cfg.MaxToolRounds <= 0 {
-		cfg.MaxToolRounds = 5
-	}
+	cfg.withDefaults()
 	return func(s *room.Session) room.Handler {
 		return &Conversation{cfg: cfg, s: s, log: cfg.Logger.With("conversation", s.ID), handled: map[string]bool{},
 			waiting: map[string]chan *wire.ToolUseResult{}}

@@ -40,10 +40,10 @@ func (c *Conversation) toolDefs(client map[string]wire.ClientTool) []llm.Tool {
 	return out
 }
 
-func (c *Conversation) serverTool(name string) *Tool {
-	for i := range c.cfg.Tools {
-		if c.cfg.Tools[i].Name == name {
-			return &c.cfg.Tools[i]
+func toolNamed(tools []Tool, name string) *Tool {
+	for i := range tools {
+		if tools[i].Name == name {
+			return &tools[i]
 		}
 	}
 	return nil
@@ -80,7 +80,7 @@ func (c *Conversation) runTool(ctx context.Context, call llm.ToolCall, client ma
 		return "", fmt.Sprintf("the call %q with arguments %s is not valid: arguments must be a JSON object", call.Name, call.Arguments), wire.ToolErrInvalidParameters
 	}
 	requestID := wire.NewID("tu")
-	if t := c.serverTool(call.Name); t != nil {
+	if t := toolNamed(c.cfg.Tools, call.Name); t != nil {
 		s.Send(&wire.ToolUseRequest{ID: requestID, ConversationID: s.ID, MessageID: assistantID, ToolName: call.Name, Parameters: args, Execution: wire.ExecutionServer})
 		res, err := t.Run(ctx, args)
 		if err != nil {
