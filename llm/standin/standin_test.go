@@ -11,19 +11,20 @@ import (
 )
 
 type aguiReport struct {
-	Status         int
-	ContentType    string
-	CRFound        bool
-	BadFrames      int
-	Types          []string
-	SchemaFailures []string
-	VerifyError    *string
-	Warnings       []string
-	RunStarted     map[string]any
-	Last           map[string]any
-	AgentFailed    *string
-	AgentRunError  *string
-	AgentMessages  []struct {
+	Status           int
+	ContentType      string
+	CRFound          bool
+	BadFrames        int
+	Types            []string
+	SchemaFailures   []string
+	VerifyError      *string
+	Warnings         []string
+	RunStarted       map[string]any
+	Last             map[string]any
+	AgentFailed      *string
+	AgentRunError    *string
+	FirstRunMessages int
+	AgentMessages    []struct {
 		ID, Role       string
 		Content        *string
 		EncryptedValue *string
@@ -87,7 +88,11 @@ func TestAGUIProfilesPassTheOfficialClient(t *testing.T) {
 					t.Errorf("last event %v, want %s (types %v)", r.Last, wantLast, r.Types)
 				}
 				roles := map[string]string{}
-				for _, m := range r.AgentMessages {
+				first := r.AgentMessages
+				if r.FirstRunMessages > 0 {
+					first = first[:r.FirstRunMessages]
+				}
+				for _, m := range first {
 					if m.Content != nil {
 						roles[m.Role] += *m.Content
 					}
