@@ -66,7 +66,7 @@ func (u *user) send(body any) {
 }
 
 func (u *user) until(what string, pred func([]*wire.Envelope) bool) []*wire.Envelope {
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(40 * time.Second)
 	for time.Now().Before(deadline) {
 		u.mu.Lock()
 		got := append([]*wire.Envelope(nil), u.got...)
@@ -93,8 +93,16 @@ func has[T any](envs []*wire.Envelope) int {
 // startAgent runs a bot with the pipeline on a real livekit-server.
 func startAgent(t testing.TB, lk *testenv.LiveKit, client llm.Client, store storage.Store) room.Config {
 	cfg := room.Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-pipeline"}
+	// The agent's log is shown when the test fails.
+	var logs syncLog
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent log:\n%s", logs.String())
+		}
+	})
 	agent := room.NewAgent(cfg, store, room.NewMetrics(nil),
-		pipeline.New(pipeline.Config{LLM: client, Thinking: true, Logger: slog.New(slog.DiscardHandler)}), slog.New(slog.DiscardHandler))
+		pipeline.New(pipeline.Config{LLM: client, Thinking: true, Logger: log}), log)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); agent.Run(ctx) }()
@@ -235,4 +243,21 @@ func TestEncryptedReasoningGoesBackToTheAGUIBackend(t *testing.T) {
 			t.Fatal("an encrypted value reached a LiveKit client")
 		}
 	}
+}
+
+type syncLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -226,7 +226,7 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 			log.Warn("reading preferences", "identity", p.Identity(), "err", err)
 		}
 		sess.join(p.Identity())
-		sess.greet(p.Identity())
+		sess.welcome(p.Identity())
 		if r := j.conn.get(); r != nil {
 			humans <- countHumans(r)
 		}
@@ -245,7 +245,18 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 		default:
 		}
 	}
-	room, err := lksdk.ConnectToRoomWithToken(a.cfg.LiveKitURL, token, cb, lksdk.WithAutoSubscribe(false))
+	// A loaded server can be slow to connect: try a few times before the
+	// job is reported failed.
+	var room *lksdk.Room
+	var err error
+	for attempt := range 3 {
+		room, err = lksdk.ConnectToRoomWithToken(a.cfg.LiveKitURL, token, cb, lksdk.WithAutoSubscribe(false), lksdk.WithConnectTimeout(15*time.Second))
+		if err == nil || a.ctx.Err() != nil {
+			break
+		}
+		log.Warn("joining the room failed; trying again", "attempt", attempt+1, "err", err)
+		time.Sleep(time.Duration(attempt+1) * 500 * time.Millisecond)
+	}
 	if err != nil {
 		log.Error("joining the room", "err", err)
 		a.metrics.jobs.WithLabelValues("failed").Inc()
@@ -266,7 +277,7 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 		if p.Kind() != lksdk.ParticipantAgent {
 			_ = audience.Join(a.ctx, p.Identity())
 			sess.join(p.Identity())
-			sess.greet(p.Identity())
+			sess.welcome(p.Identity())
 		}
 	}
 	a.worker.jobStatus(j.id, livekit.JobStatus_JS_RUNNING, "")

@@ -49,7 +49,7 @@ func (c *conn) ready() (*lksdk.Room, error) {
 	if up {
 		return nil, errNotConnected // reconnecting, or gone
 	}
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
 		if r.ConnectionState() == lksdk.ConnectionStateConnected {
 			c.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -336,6 +337,25 @@ func TestResumeAfterClientDisconnect(t *testing.T) {
 	for _, env := range got {
 		lastSeen = max(lastSeen, -env.StanzaID)
 	}
+	// The bot notices the departure (LiveKit tells it the participant
+	// left), then goes on sending while the client is away. A client that
+	// comes back under the same identity before LiveKit has told the bot
+	// may receive a live envelope ahead of its replay: see the closing
+	// note of the room issue.
+	sess := e.agent.Sessions()[0]
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sess.sendMu.Lock()
+		gone := sess.out.connection("alice") == ""
+		sess.sendMu.Unlock()
+		if gone {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the bot never learnt that the client left")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	time.Sleep(500 * time.Millisecond) // the bot goes on sending
 
 	c2 := joinAs(t, e, "conv_resume", "alice")
@@ -350,33 +370,51 @@ func TestResumeAfterClientDisconnect(t *testing.T) {
 		}
 		return false
 	})
-	sess := e.agent.Sessions()[0]
+	// The reply may trail a replayed final sentence: let everything land.
+	time.Sleep(300 * time.Millisecond)
+	all = c2.wait("everything", func([]*wire.Envelope) bool { return true })
 	sess.sendMu.Lock()
 	logged := map[int32][]byte{}
 	for _, s := range sess.replay {
 		logged[s.stanza] = s.payload
 	}
 	sess.sendMu.Unlock()
+	c2.mu.Lock()
+	raw := maps.Clone(c2.raw)
+	c2.mu.Unlock()
+	// The reply to the client's Configuration is the last Configuration
+	// sent to it; greetings may come before it, never after.
+	reply := int32(0)
+	for _, env := range all {
+		if _, ok := env.Body.(*wire.Configuration); ok {
+			reply = -env.StanzaID
+		}
+	}
+	if reply == 0 {
+		t.Fatalf("no reply to the Configuration: %s", describe(all))
+	}
 	seen := map[int32]bool{}
 	var sentences []int32
-	replayDone := false
+	replyReceived := false
 	for _, env := range all {
 		if seen[env.StanzaID] {
-			t.Fatalf("stanza %d received twice", env.StanzaID)
+			t.Fatalf("stanza %d received twice: %s", env.StanzaID, describe(all))
 		}
 		seen[env.StanzaID] = true
 		if -env.StanzaID <= lastSeen {
 			t.Fatalf("stanza %d was seen before the disconnect", env.StanzaID)
 		}
-		if string(c2.raw[env.StanzaID]) != string(logged[env.StanzaID]) {
+		if string(raw[env.StanzaID]) != string(logged[env.StanzaID]) {
 			t.Fatalf("stanza %d: bytes differ from the original", env.StanzaID)
 		}
-		if _, ok := env.Body.(*wire.Configuration); ok {
-			replayDone = true
+		if -env.StanzaID == reply {
+			replyReceived = true
 		}
 		if s, ok := env.Body.(*wire.AssistantSentence); ok {
-			if replayDone && -env.StanzaID < -all[0].StanzaID {
-				t.Fatalf("a replayed envelope came after new ones")
+			// Everything sent before the reply is replay and comes before
+			// it; everything after is new.
+			if replyReceived != (-env.StanzaID > reply) {
+				t.Fatalf("stanza %d arrived on the wrong side of the reply %d", env.StanzaID, -reply)
 			}
 			sentences = append(sentences, s.Sequence)
 		}
@@ -390,9 +428,7 @@ func TestResumeAfterClientDisconnect(t *testing.T) {
 	if len(sentences) != 40 || sentences[0] != 1 || sentences[39] != 40 || len(slices.Compact(slices.Clone(sentences))) != 40 {
 		t.Fatalf("sentences across the reconnect: %v", sentences)
 	}
-	if _, ok := all[0].Body.(*wire.Configuration); ok && all[0].StanzaID == -(lastSeen+1) {
-		t.Fatal("the Configuration reply came before the replay")
-	}
+
 }
 
 // After the LiveKit server restarts, the bot's connection comes back and a

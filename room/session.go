@@ -53,6 +53,9 @@ type sent struct {
 	stanza  int32
 	payload []byte
 	to      []string
+	// handshake envelopes (greetings, handshake errors) reach their
+	// connection at once and are never replayed.
+	handshake bool
 }
 
 // Session owns one conversation: the envelopes that come in, handled in
@@ -360,21 +363,50 @@ func (s *Session) configuration(identity string, reasoningFeatures []string) *wi
 	return &wire.Configuration{ConversationID: s.ID, LastSequenceSeen: last, Features: features}
 }
 
+// greetAgain re-sends the greeting to a user who has not answered it: a
+// greeting sent the instant a user joins can beat the user's data channel
+// and be lost, and the handshake must not depend on who came first.
+var greetAgain = []time.Duration{time.Second, 3 * time.Second}
+
+// welcome greets a user who joined, and greets again until the user's
+// Configuration arrives.
+func (s *Session) welcome(identity string) {
+	s.greet(identity)
+	s.Go(func(ctx context.Context) {
+		for _, d := range greetAgain {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(d):
+			}
+			s.sendMu.Lock()
+			// Checked and sent under one lock: a greeting never follows
+			// the reply to the user's Configuration.
+			if s.members[identity] != "" || s.out.connection(identity) == "" {
+				s.sendMu.Unlock()
+				return
+			}
+			s.greetLocked(identity)
+			s.sendMu.Unlock()
+		}
+	})
+}
+
 // greet sends the server's Configuration, unasked: to the room when the
 // bot joins, to one participant when it joins later. Either side may
 // speak first.
 func (s *Session) greet(identity string) {
-	var to []string
-	features := []string(nil)
-	if identity != "" {
-		to = []string{identity}
-		if m, err := s.store.Mode(s.ctx, identity); err == nil {
-			features = m.Features(false)
-		}
-	}
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
-	s.sendLocked(s.configuration(identity, features), to, nil, true)
+	s.greetLocked(identity)
+}
+
+func (s *Session) greetLocked(identity string) {
+	var features []string
+	if m, err := s.store.Mode(s.ctx, identity); err == nil {
+		features = m.Features(false)
+	}
+	s.sendLocked(s.configuration(identity, features), []string{identity}, nil, true)
 }
 
 // replayLocked re-sends the envelopes after stanza −after that were
@@ -412,7 +444,7 @@ func (s *Session) replayLocked(identity string, after int32) bool {
 		}
 	}
 	for _, e := range s.replay {
-		if -e.stanza > after && addressed(e.to, identity) {
+		if -e.stanza > after && !e.handshake && addressed(e.to, identity) {
 			s.publishLocked(e.payload, []string{identity})
 			s.metrics.replayed.Inc()
 		}
@@ -446,7 +478,7 @@ func (s *Session) sendLocked(body any, to []string, meta map[string]any, handsha
 		s.log.Error("encoding an envelope", "type", env.Type(), "err", err)
 		return stanza
 	}
-	s.replay = append(s.replay, sent{stanza: stanza, payload: payload, to: to})
+	s.replay = append(s.replay, sent{stanza: stanza, payload: payload, to: to, handshake: handshake})
 	s.replayBytes += len(payload)
 	for len(s.replay) > replayMax || s.replayBytes > replayMaxBytes {
 		s.replayBytes -= len(s.replay[0].payload)
@@ -454,8 +486,9 @@ func (s *Session) sendLocked(body any, to []string, meta map[string]any, handsha
 	}
 	_, isStep := body.(*wire.ReasoningStep)
 	partial := isStep && body.(*wire.ReasoningStep).Partial
-	if !partial {
-		// Partial steps are transient: their final form is what lasts.
+	if !partial && !handshake {
+		// Partial steps are transient: their final form is what lasts; so
+	// are handshakes, which belong to one connection.
 		s.store.SaveEnvelope(storage.Envelope{ConversationID: s.ID, StanzaID: stanza, Payload: payload, To: to, Reasoning: isStep, SentAt: time.Now()})
 	}
 	targets := to
