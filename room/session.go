@@ -488,7 +488,7 @@ func (s *Session) sendLocked(body any, to []string, meta map[string]any, handsha
 	partial := isStep && body.(*wire.ReasoningStep).Partial
 	if !partial && !handshake {
 		// Partial steps are transient: their final form is what lasts; so
-	// are handshakes, which belong to one connection.
+		// are handshakes, which belong to one connection.
 		s.store.SaveEnvelope(storage.Envelope{ConversationID: s.ID, StanzaID: stanza, Payload: payload, To: to, Reasoning: isStep, SentAt: time.Now()})
 	}
 	targets := to
