@@ -36,14 +36,16 @@ var toolScenarios = []standin.Scenario{
 	}},
 }
 
-func startWithScenarios(t *testing.T) (*testenv.LiveKit, func(string) *user) {
+// startWithScenarios runs a bot over the stand-in's tool scenarios and
+// returns a way to join a room as alice, greeted.
+func startWithScenarios(t *testing.T, store storage.Store) func(string) *user {
 	lk := testenv.StartLiveKit(t)
 	s, _ := standin.New(toolScenarios, standin.Pacing{TTFTMs: 2, TokenMs: 1}, nil)
 	model := httptest.NewServer(s.Handler())
 	t.Cleanup(model.Close)
 	client, _ := llm.New(llm.Config{Backend: "openai", URL: model.URL + "/vllm/v1", Model: "Qwen3-8B"})
-	cfg := startAgent(t, lk, client, storage.NewMemory(storage.ReasoningPlain))
-	return lk, func(roomName string) *user {
+	cfg := startAgent(t, lk, client, store)
+	return func(roomName string) *user {
 		u := join(t, lk, cfg, roomName, "alice")
 		u.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
 		return u
@@ -69,7 +71,7 @@ func answerText(envs []*wire.Envelope) string {
 }
 
 func TestServerToolRoundTrip(t *testing.T) {
-	_, joinRoom := startWithScenarios(t)
+	joinRoom := startWithScenarios(t, storage.NewMemory(storage.ReasoningPlain))
 	u := joinRoom("conv_calc")
 	u.send(&wire.Configuration{Features: []string{wire.FeatureStreaming, wire.FeatureReasoningSteps}})
 	u.send(&wire.UserMessage{ID: "msg_c", ConversationID: "conv_calc", Content: "calculate (3+4)*2.5"})
@@ -110,7 +112,7 @@ func TestServerToolRoundTrip(t *testing.T) {
 }
 
 func TestClientToolRoundTripAndTimeout(t *testing.T) {
-	_, joinRoom := startWithScenarios(t)
+	joinRoom := startWithScenarios(t, storage.NewMemory(storage.ReasoningPlain))
 	for _, c := range []struct {
 		name    string
 		timeout int32
@@ -148,7 +150,7 @@ func TestClientToolRoundTripAndTimeout(t *testing.T) {
 // ControlStop stops the answer at once: the model stream is cancelled,
 // the last sentence is marked final, the stop is acknowledged.
 func TestStopMidAnswer(t *testing.T) {
-	_, joinRoom := startWithScenarios(t)
+	joinRoom := startWithScenarios(t, storage.NewMemory(storage.ReasoningPlain))
 	u := joinRoom("conv_stop")
 	u.send(&wire.Configuration{Features: []string{wire.FeatureStreaming}})
 	u.send(&wire.UserMessage{ID: "msg_s", ConversationID: "conv_stop", Content: "tell me a long story"})
@@ -179,7 +181,7 @@ func TestStopMidAnswer(t *testing.T) {
 // Two tool calls of one response run at once: the client holds the first
 // until the second has been asked for, which only concurrency allows.
 func TestToolCallsRunConcurrently(t *testing.T) {
-	_, joinRoom := startWithScenarios(t)
+	joinRoom := startWithScenarios(t, storage.NewMemory(storage.ReasoningPlain))
 	u := joinRoom("conv_two")
 	u.send(&wire.Configuration{Features: []string{wire.FeatureStreaming}, Tools: []wire.ClientTool{
 		{Name: "get_location", TimeoutMs: 5000}, {Name: "get_battery", TimeoutMs: 5000}}})
@@ -193,7 +195,7 @@ func TestToolCallsRunConcurrently(t *testing.T) {
 
 // A stop during the reasoning ends the turn before any answer.
 func TestStopMidReasoning(t *testing.T) {
-	_, joinRoom := startWithScenarios(t)
+	joinRoom := startWithScenarios(t, storage.NewMemory(storage.ReasoningPlain))
 	u := joinRoom("conv_ponder")
 	u.send(&wire.Configuration{Features: []string{wire.FeatureStreaming, wire.FeatureReasoningSteps}})
 	u.send(&wire.UserMessage{ID: "msg_p", ConversationID: "conv_ponder", Content: "ponder deeply"})

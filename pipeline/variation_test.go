@@ -2,27 +2,16 @@ package pipeline_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/alicia-voice/alicia/internal/testenv"
-	"github.com/alicia-voice/alicia/llm"
-	"github.com/alicia-voice/alicia/llm/standin"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
 )
 
 func TestVariations(t *testing.T) {
-	lk := testenv.StartLiveKit(t)
-	s, _ := standin.New(toolScenarios, standin.Pacing{TTFTMs: 2, TokenMs: 1}, nil)
-	model := httptest.NewServer(s.Handler())
-	defer model.Close()
-	client, _ := llm.New(llm.Config{Backend: "openai", URL: model.URL + "/vllm/v1", Model: "Qwen3-8B"})
 	store := storage.NewMemory(storage.ReasoningPlain)
-	cfg := startAgent(t, lk, client, store)
-	u := join(t, lk, cfg, "conv_vary", "alice")
-	u.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
+	u := startWithScenarios(t, store)("conv_vary")
 	u.send(&wire.Configuration{Features: []string{wire.FeatureStreaming}})
 	answers := func(n int) []*wire.StartAnswer {
 		return bodies[*wire.StartAnswer](u.until("answer", func(g []*wire.Envelope) bool {
@@ -70,7 +59,7 @@ func TestVariations(t *testing.T) {
 
 // continue extends an answer that was stopped.
 func TestContinueAfterStop(t *testing.T) {
-	_, joinRoom := startWithScenarios(t)
+	joinRoom := startWithScenarios(t, storage.NewMemory(storage.ReasoningPlain))
 	u := joinRoom("conv_continue")
 	u.send(&wire.Configuration{Features: []string{wire.FeatureStreaming}})
 	u.send(&wire.UserMessage{ID: "msg_s", ConversationID: "conv_continue", Content: "tell me a long story"})

@@ -124,6 +124,14 @@ func joinAs(t *testing.T, e *env, roomName, identity string) *client {
 	return c
 }
 
+// greeted joins and waits for the bot's greeting.
+func greeted(t *testing.T, e *env, roomName, identity string) *client {
+	t.Helper()
+	c := joinAs(t, e, roomName, identity)
+	c.wait("greeting", func(g []*wire.Envelope) bool { return count[*wire.Configuration](g) > 0 })
+	return c
+}
+
 func (c *client) add(payload []byte) {
 	env, err := wire.UnmarshalLimit(payload, 1<<22)
 	if err != nil {
@@ -235,8 +243,7 @@ func TestDispatchAndHandshake(t *testing.T) {
 func TestOrderingUnderBurst(t *testing.T) {
 	lk := testenv.StartLiveKit(t)
 	e := startAgent(t, lk, storage.NewMemory(storage.ReasoningPlain))
-	c := joinAs(t, e, "conv_burst", "alice")
-	c.wait("greeting", func(g []*wire.Envelope) bool { return count[*wire.Configuration](g) > 0 })
+	c := greeted(t, e, "conv_burst", "alice")
 	for i := range 500 {
 		c.send(&wire.Commentary{ID: fmt.Sprintf("cm_%d", i), ConversationID: "conv_burst", TargetID: "x", AuthorRole: wire.AuthorUser, Content: "ok"})
 	}
@@ -262,8 +269,7 @@ func TestOrderingUnderBurst(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	lk := testenv.StartLiveKit(t)
 	e := startAgent(t, lk, storage.NewMemory(storage.ReasoningPlain))
-	c := joinAs(t, e, "conv_bad", "alice")
-	c.wait("greeting", func(g []*wire.Envelope) bool { return count[*wire.Configuration](g) > 0 })
+	c := greeted(t, e, "conv_bad", "alice")
 	valid := func(stanza int32, body any) []byte {
 		b, _ := wire.Marshal(&wire.Envelope{StanzaID: stanza, ConversationID: "conv_bad", Body: body})
 		return b
@@ -328,8 +334,7 @@ func TestBadInput(t *testing.T) {
 func TestResumeAfterClientDisconnect(t *testing.T) {
 	lk := testenv.StartLiveKit(t)
 	e := startAgent(t, lk, storage.NewMemory(storage.ReasoningPlain))
-	c := joinAs(t, e, "conv_resume", "alice")
-	c.wait("greeting", func(g []*wire.Envelope) bool { return count[*wire.Configuration](g) > 0 })
+	c := greeted(t, e, "conv_resume", "alice")
 	c.send(&wire.UserMessage{ID: "m1", ConversationID: "conv_resume", Content: "burst 40"})
 	got := c.wait("ten sentences", func(g []*wire.Envelope) bool { return count[*wire.AssistantSentence](g) >= 10 })
 	c.room.Disconnect()
@@ -436,8 +441,7 @@ func TestResumeAfterClientDisconnect(t *testing.T) {
 func TestResumeAfterLiveKitRestart(t *testing.T) {
 	lk := testenv.StartLiveKit(t)
 	e := startAgent(t, lk, storage.NewMemory(storage.ReasoningPlain))
-	c := joinAs(t, e, "conv_restart", "alice")
-	c.wait("greeting", func(g []*wire.Envelope) bool { return count[*wire.Configuration](g) > 0 })
+	c := greeted(t, e, "conv_restart", "alice")
 	c.send(&wire.UserMessage{ID: "m1", ConversationID: "conv_restart", Content: "burst 150"})
 	got := c.wait("a few sentences", func(g []*wire.Envelope) bool { return count[*wire.AssistantSentence](g) >= 5 })
 	lastSeen := int32(0)
@@ -502,8 +506,7 @@ func waitForBot(c *client, d time.Duration) bool {
 func TestLargeEnvelopeArrivesWhole(t *testing.T) {
 	lk := testenv.StartLiveKit(t)
 	e := startAgent(t, lk, storage.NewMemory(storage.ReasoningPlain))
-	c := joinAs(t, e, "conv_big", "alice")
-	c.wait("greeting", func(g []*wire.Envelope) bool { return count[*wire.Configuration](g) > 0 })
+	c := greeted(t, e, "conv_big", "alice")
 	c.send(&wire.UserMessage{ID: "m1", ConversationID: "conv_big", Content: "big"})
 	got := c.wait("the big answer", func(g []*wire.Envelope) bool { return count[*wire.AssistantMessage](g) > 0 })
 	m, _ := first[*wire.AssistantMessage](got)

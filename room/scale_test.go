@@ -157,8 +157,7 @@ func TestNoGoroutineLeaks(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	e := startAgent(t, lk, storage.NewMemory(storage.ReasoningPlain))
 	for i := range 3 {
-		c := joinAs(t, e, fmt.Sprintf("conv_leak_%d", i), "alice")
-		c.wait("greeting", func(g []*wire.Envelope) bool { return count[*wire.Configuration](g) > 0 })
+		c := greeted(t, e, fmt.Sprintf("conv_leak_%d", i), "alice")
 		c.send(&wire.UserMessage{ID: "m", ConversationID: c.room.Name(), Content: "burst 5"})
 		c.wait("a sentence", func(g []*wire.Envelope) bool { return count[*wire.AssistantSentence](g) > 0 })
 		c.room.Disconnect()

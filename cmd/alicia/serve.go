@@ -138,15 +138,10 @@ func envOr(k, d string) string {
 
 // startStandin serves the Qwen3 stand-in on a free local port.
 func startStandin(log *slog.Logger) (string, func(), error) {
-	s, err := standin.New(nil, standin.RealisticPacing, log)
+	base, srv, ln, err := standinServer("127.0.0.1:0", nil, standin.RealisticPacing, log)
 	if err != nil {
 		return "", nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
-	return "http://" + ln.Addr().String(), func() { _ = srv.Close() }, nil
+	return base, func() { _ = srv.Close() }, nil
 }

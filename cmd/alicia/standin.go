@@ -34,15 +34,10 @@ func runStandin(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		}
 	}
 	pacing := standin.Pacing{TTFTMs: float64(*ttft) / float64(time.Millisecond), TokenMs: float64(*perToken) / float64(time.Millisecond), Jitter: standin.RealisticPacing.Jitter}
-	s, err := standin.New(scenarios, pacing, log)
+	base, srv, ln, err := standinServer(*addr, scenarios, pacing, log)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return err
-	}
-	base := "http://" + ln.Addr().String()
 	log.Warn("STAND-IN MODEL: this is not a real Qwen3; answers are canned scenarios", "url", base, "scenarios", len(scenarios)+1)
 	fmt.Fprintf(stdout, "Qwen3 stand-in listening on %s\n", base)
 	examples := map[string]string{
@@ -65,7 +60,6 @@ func runStandin(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 	for _, k := range names {
 		fmt.Fprintf(stdout, "  %-38s ALICIA_LLM_URL=%s\n", k, examples[k])
 	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -76,4 +70,18 @@ func runStandin(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		return err
 	}
 	return nil
+}
+
+// standinServer builds the stand-in's HTTP server on addr (port 0 for a
+// free one) and returns its base URL; the caller serves ln.
+func standinServer(addr string, scenarios []standin.Scenario, pacing standin.Pacing, log *slog.Logger) (string, *http.Server, net.Listener, error) {
+	s, err := standin.New(scenarios, pacing, log)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return "http://" + ln.Addr().String(), &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}, ln, nil
 }
