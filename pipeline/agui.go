@@ -263,59 +263,36 @@ func (r *aguiRun) serve(ctx context.Context, req *llm.Request) {
 	})
 	chain := reasoning.NewChain(r.threadID, userID, assistantID, events, reasoning.OnSealed(store.SaveStep))
 	var answer strings.Builder
-	var failure error
-	for round := 0; ; round++ {
-		var calls []llm.ToolCall
-		var thought, said strings.Builder
-		for ev := range r.a.cfg.LLM.Stream(ctx, req) {
-			if ev.Kind == llm.EventText && ev.Text != "" {
-				chain.End(time.Now()) // close the reasoning before the answer
-			}
-			chain.Feed(ev, time.Now())
-			switch ev.Kind {
-			case llm.EventReasoning:
-				thought.WriteString(ev.Text)
-			case llm.EventText:
-				said.WriteString(ev.Text)
-				answer.WriteString(ev.Text)
-				r.text(ev.Text)
-			case llm.EventToolCall:
-				if ev.ToolCall.Result == nil {
-					calls = append(calls, *ev.ToolCall)
+	failure := r.a.cfg.rounds(ctx, req, chain, nil, turnHooks{
+		text: func(delta string) {
+			answer.WriteString(delta)
+			r.text(delta)
+		},
+		roundEnd: r.closeText,
+		tools: func(calls []llm.ToolCall) ([]llm.Message, bool) {
+			for _, c := range calls {
+				r.emit(agui.Event{Type: agui.ToolCallStart, ToolCallID: c.ID, ToolCallName: c.Name, ParentMessageID: assistantID})
+				if c.Arguments != "" {
+					r.emit(agui.Event{Type: agui.ToolCallArgs, ToolCallID: c.ID, Delta: c.Arguments})
 				}
-			case llm.EventError:
-				failure = ev.Err
+				r.emit(agui.Event{Type: agui.ToolCallEnd, ToolCallID: c.ID})
 			}
-		}
-		chain.End(time.Now())
-		r.closeText()
-		if failure != nil || ctx.Err() != nil || len(calls) == 0 {
-			break
-		}
-		for _, c := range calls {
-			r.emit(agui.Event{Type: agui.ToolCallStart, ToolCallID: c.ID, ToolCallName: c.Name, ParentMessageID: assistantID})
-			if c.Arguments != "" {
-				r.emit(agui.Event{Type: agui.ToolCallArgs, ToolCallID: c.ID, Delta: c.Arguments})
+			if r.anyClientCall(calls) {
+				// The client runs its own tools: the run ends here and the
+				// next run's tool messages continue it.
+				return nil, true
 			}
-			r.emit(agui.Event{Type: agui.ToolCallEnd, ToolCallID: c.ID})
-		}
-		if r.anyClientCall(calls) {
-			// The client runs its own tools: the run ends here and the next
-			// run's tool messages continue it.
-			break
-		}
-		if round+1 >= r.a.cfg.MaxToolRounds {
-			failure = fmt.Errorf("the model was still calling tools after %d rounds", r.a.cfg.MaxToolRounds)
-			break
-		}
-		req.Messages = append(req.Messages, llm.Message{Role: llm.RoleAssistant, Content: said.String(), Reasoning: thought.String(), ToolCalls: calls})
-		for _, c := range calls {
-			content := r.runServerTool(ctx, c)
-			result, _ := json.Marshal(content)
-			r.emit(agui.Event{Type: agui.ToolCallResult, MessageID: wire.NewID("tr"), ToolCallID: c.ID, Content: result, Role: "tool"})
-			req.Messages = append(req.Messages, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: content})
-		}
-	}
+			var results []llm.Message
+			for _, c := range calls {
+				content := r.runServerTool(ctx, c)
+				result, _ := json.Marshal(content)
+				r.emit(agui.Event{Type: agui.ToolCallResult, MessageID: wire.NewID("tr"), ToolCallID: c.ID, Content: result, Role: "tool"})
+				results = append(results, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: content})
+			}
+			return results, false
+		},
+	})
+	chain.End(time.Now())
 	status := storage.StatusComplete
 	if ctx.Err() != nil {
 		status = storage.StatusStopped

@@ -297,23 +297,12 @@ func (c *Conversation) run(ctx context.Context, sp spec) {
 	req := &llm.Request{ConversationID: s.ID, System: c.cfg.System, Thinking: c.cfg.Thinking, Tools: c.toolDefs(clientTools), Messages: messages}
 
 	a := &answer{s: s, assistantID: assistantID, userID: m.ID}
-	var failure error
-	for round := 0; ; round++ {
-		calls, reasoningText, text, err := c.round(ctx, req, chain, deliver, a)
-		if err != nil {
-			failure = err
-			break
-		}
-		if len(calls) == 0 || ctx.Err() != nil {
-			break
-		}
-		if round+1 >= c.cfg.MaxToolRounds {
-			failure = fmt.Errorf("the model was still calling tools after %d rounds, so the answer stops here", c.cfg.MaxToolRounds)
-			break
-		}
-		req.Messages = append(req.Messages, llm.Message{Role: llm.RoleAssistant, Content: text, Reasoning: reasoningText, ToolCalls: calls})
-		req.Messages = append(req.Messages, c.runTools(ctx, calls, clientTools, from, assistantID)...)
-	}
+	failure := c.cfg.rounds(ctx, req, chain, deliver, turnHooks{
+		text: a.write,
+		tools: func(calls []llm.ToolCall) ([]llm.Message, bool) {
+			return c.runTools(ctx, calls, clientTools, from, assistantID), false
+		},
+	})
 	chain.End(time.Now())
 	stopped := context.Cause(ctx) == errStopped
 	a.finish(stopped)
@@ -339,55 +328,6 @@ func (c *Conversation) run(ctx context.Context, sp spec) {
 		c.turns = append(c.turns, rec)
 	}
 	c.mu.Unlock()
-}
-
-// round streams one model response: reasoning to the chain, text to the
-// answer; it returns the tool calls the model made.
-func (c *Conversation) round(ctx context.Context, req *llm.Request, chain *reasoning.Chain, deliver *reasoning.Deliverer, a *answer) (calls []llm.ToolCall, reasoningText, text string, err error) {
-	events := make(chan llm.Event, 64)
-	go func() {
-		// Ends when the stream does, which cancelling ctx brings about;
-		// the loop below reads until then.
-		defer close(events)
-		for ev := range c.cfg.LLM.Stream(ctx, req) {
-			events <- ev
-		}
-	}()
-	var thought, said strings.Builder
-	poll := time.NewTimer(time.Hour)
-	defer poll.Stop()
-	var pollC <-chan time.Time
-	for {
-		select {
-		case ev, ok := <-events:
-			if !ok {
-				return calls, thought.String(), said.String(), err
-			}
-			chain.Feed(ev, time.Now())
-			switch ev.Kind {
-			case llm.EventReasoning:
-				thought.WriteString(ev.Text)
-			case llm.EventText:
-				said.WriteString(ev.Text)
-				a.write(ev.Text)
-			case llm.EventToolCall:
-				if ev.ToolCall.Result == nil { // an AG-UI agent's own tools ran already
-					calls = append(calls, *ev.ToolCall)
-				}
-			case llm.EventError:
-				if e, ok := llm.AsError(ev.Err); !ok || e.Kind != llm.ErrCancelled {
-					err = ev.Err
-				}
-			}
-		case <-pollC:
-		}
-		// Partial reasoning updates that waited out their interval.
-		pollC = nil
-		if next := deliver.Poll(time.Now()); !next.IsZero() {
-			poll.Reset(time.Until(next))
-			pollC = poll.C
-		}
-	}
 }
 
 // plainReason words a model failure for a user.
