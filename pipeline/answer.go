@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/alicia-voice/alicia/pipeline/sentence"
+	"github.com/alicia-voice/alicia/reasoning/sentence"
 	"github.com/alicia-voice/alicia/room"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
