@@ -242,16 +242,9 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	}
 	// A loaded server can be slow to connect: try a few times before the
 	// job is reported failed.
-	var room *lksdk.Room
-	var err error
-	for attempt := range 3 {
-		room, err = lksdk.ConnectToRoomWithToken(a.cfg.LiveKitURL, token, cb, lksdk.WithAutoSubscribe(false), lksdk.WithConnectTimeout(15*time.Second))
-		if err == nil || a.ctx.Err() != nil {
-			break
-		}
-		log.Warn("joining the room failed; trying again", "attempt", attempt+1, "err", err)
-		time.Sleep(time.Duration(attempt+1) * 500 * time.Millisecond)
-	}
+	room, err := retry(a.ctx, log, "joining the room", 3, func() (*lksdk.Room, error) {
+		return lksdk.ConnectToRoomWithToken(a.cfg.LiveKitURL, token, cb, lksdk.WithAutoSubscribe(false), lksdk.WithConnectTimeout(15*time.Second))
+	})
 	if err != nil {
 		log.Error("joining the room", "err", err)
 		a.metrics.jobs.WithLabelValues("failed").Inc()

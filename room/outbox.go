@@ -81,7 +81,7 @@ func (s *Session) reserve() bool {
 	if s.next < s.limit {
 		return true
 	}
-	first, err := retry(s.wctx, s.log, "reserving stanza numbers", func() (int32, error) {
+	first, err := retry(s.wctx, s.log, "reserving stanza numbers", 0, func() (int32, error) {
 		return s.store.ReserveStanzas(s.wctx, s.ID, stanzaBlock)
 	})
 	if err != nil {
