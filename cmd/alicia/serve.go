@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,18 +23,11 @@ import (
 )
 
 func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cfg room.Config
-	cfg.Flags(fs)
-	dbURL := fs.String("database", os.Getenv("ALICIA_DATABASE_URL"), "Postgres URL; empty keeps conversations in memory (ALICIA_DATABASE_URL)")
-	reasoningMode := fs.String("store-reasoning", envOr("ALICIA_STORE_REASONING", "plain"), "plain, encrypted or off (ALICIA_STORE_REASONING)")
-	system := fs.String("system", envOr("ALICIA_SYSTEM_PROMPT", "You are Alicia, a helpful voice assistant. Answer briefly."), "system prompt (ALICIA_SYSTEM_PROMPT)")
-	aguiPath := fs.String("agui-path", envOr("ALICIA_AGUI_PATH", "/agui"), "path of the AG-UI endpoint (ALICIA_AGUI_PATH)")
-	thinking := fs.Bool("thinking", os.Getenv("ALICIA_THINKING") != "off", "let the model reason before answering (ALICIA_THINKING=off disables)")
-	if err := fs.Parse(args); err != nil {
+	sc, err := parseServeConfig(args, stderr)
+	if err != nil {
 		return err
 	}
+	cfg := sc.Room
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	if cfg.LiveKitURL == "" {
 		// No LiveKit server given: run one for this process.
@@ -54,24 +46,18 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	}
 
 	var key []byte
-	if *reasoningMode == string(storage.ReasoningEncrypted) {
-		var err error
-		if key, err = storage.ParseKey(os.Getenv("ALICIA_STORAGE_KEY")); err != nil {
-			return err
-		}
+	if sc.StoreReasoning == string(storage.ReasoningEncrypted) {
+		key, _ = storage.ParseKey(sc.StorageKey) // validated
 	}
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
-	store, err := storage.Open(ctx, storage.Config{DatabaseURL: *dbURL, Reasoning: storage.ReasoningMode(*reasoningMode), Key: key,
+	store, err := storage.Open(ctx, storage.Config{DatabaseURL: sc.DatabaseURL, Reasoning: storage.ReasoningMode(sc.StoreReasoning), Key: key,
 		Logger: log, Registerer: metrics})
 	if err != nil {
 		return err
 	}
 
-	llmCfg, err := llm.ConfigFromEnv(os.Getenv)
-	if err != nil {
-		return err
-	}
+	llmCfg := sc.LLM
 	if llmCfg.URL == "" {
 		// No model configured: answer with the stand-in, and say so.
 		url, stop, err := startStandin(log)
@@ -88,14 +74,14 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	}
 	log.Info("model backend", "backend", llmCfg.Backend, "url", llmCfg.URL, "model", llmCfg.Model, "flavor", llm.FlavorOf(client))
 
-	pcfg := pipeline.Config{LLM: client, System: *system, Thinking: *thinking, Logger: log}
+	pcfg := pipeline.Config{LLM: client, System: sc.SystemPrompt, Thinking: sc.Thinking == "on", Logger: log}
 	engine := pipeline.NewEngine(pcfg, store)
 	agent := room.NewAgent(cfg, store, room.NewMetrics(metrics), func(id string) room.Conversation { return engine.Open(id) }, log)
 	users := room.BearerIdentity(cfg.APIKey, cfg.APISecret)
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/token", agent.TokenHandler())
 	mux.Handle("GET /v1/conversations/{id}", storage.HistoryHandler(store, users, log))
-	mux.Handle("POST "+*aguiPath, pipeline.NewAGUI(engine, users))
+	mux.Handle("POST "+sc.AGUIPath, pipeline.NewAGUI(engine, users))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
