@@ -389,7 +389,7 @@ func TestResumeAfterClientDisconnect(t *testing.T) {
 	c2 := joinAs(t, e, "conv_resume", "alice")
 	c2.stanza = c.stanza
 	c2.send(&wire.Configuration{ConversationID: "conv_resume", LastSequenceSeen: lastSeen})
-	all := c2.wait("the rest of the answer", func(g []*wire.Envelope) bool {
+	c2.wait("the rest of the answer", func(g []*wire.Envelope) bool {
 		_, final := first[*wire.AssistantSentence](g)
 		for _, env := range g {
 			if s, ok := env.Body.(*wire.AssistantSentence); ok && s.IsFinal {
@@ -400,7 +400,7 @@ func TestResumeAfterClientDisconnect(t *testing.T) {
 	})
 	// The reply may trail a replayed final sentence: let everything land.
 	time.Sleep(300 * time.Millisecond)
-	all = c2.wait("everything", func([]*wire.Envelope) bool { return true })
+	all := c2.wait("everything", func([]*wire.Envelope) bool { return true })
 	logged := map[int32][]byte{}
 	read := make(chan struct{})
 	sess.post(func() { // the ring is the writer's

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/alicia-voice/alicia/internal/lkserver"
@@ -50,7 +51,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		key, _ = storage.ParseKey(sc.StorageKey) // validated
 	}
 	metrics := prometheus.NewRegistry()
-	metrics.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	store, err := storage.Open(ctx, storage.Config{DatabaseURL: sc.DatabaseURL, Reasoning: storage.ReasoningMode(sc.StoreReasoning), Key: key,
 		Logger: log, Registerer: metrics})
 	if err != nil {
