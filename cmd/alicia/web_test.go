@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -124,6 +125,26 @@ func count(envs []*wire.Envelope, typ wire.Type) int {
 		}
 	}
 	return n
+}
+
+// metric reads a counter from the server's /metrics.
+func metric(t *testing.T, base, name string) float64 {
+	t.Helper()
+	res, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindSubmatch(body)
+	if m == nil {
+		return 0
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }
 
 func words(s string) string { return strings.Join(strings.Fields(s), " ") }
@@ -352,7 +373,12 @@ func TestWebClient(t *testing.T) {
 			Packets   []testenv.CapturedPacket `json:"packets"`
 			Shots     []string                 `json:"shots"`
 		}
+		replayedBefore := metric(t, url, "alicia_room_envelopes_replayed_total")
 		testenv.Browser(t, context.Background(), "web-client.mjs", input("dan", "reconnect"), &r)
+		// What the page missed while it was offline reached it by replay.
+		if replayed := metric(t, url, "alicia_room_envelopes_replayed_total") - replayedBefore; replayed == 0 {
+			t.Error("the server replayed nothing after the drop")
+		}
 		t.Logf("screenshots: %v", r.Shots)
 		if r.Before.Done || words(r.Before.Text) == longAnswer {
 			t.Fatalf("the connection dropped after the answer was complete: %+v", r.Before)
@@ -361,7 +387,16 @@ func TestWebClient(t *testing.T) {
 			t.Errorf("after the drop the answer reads %q\nwant %q", r.Final.Text, longAnswer)
 		}
 		if len(r.Sentences) != 1 {
-			t.Errorf("the question has %d answers, want one", len(r.Sentences))
+			t.Fatalf("the question has %d answers, want one", len(r.Sentences))
+		}
+		seqs := map[float64]bool{}
+		for _, kv := range r.Sentences[0] {
+			seqs[kv[0].(float64)] = true
+		}
+		for i := 1; i <= len(seqs); i++ {
+			if !seqs[float64(i)] {
+				t.Errorf("sentence %d is missing from %v", i, seqs)
+			}
 		}
 		// The page asked for what it missed: a second Configuration with
 		// the last stanza it saw, answered by a replay.

@@ -128,14 +128,16 @@ function Chat({ conv, onNew }) {
         <span className={'status status-' + s.status} role="status" aria-live="polite">{statusWords[s.status]}</span>
         <div className="controls">
           <label className="mode">
-            <span>Show reasoning</span>
+            <span className="wide">Show reasoning</span><span className="narrow" aria-hidden="true">Reasoning</span>
             <select value={s.mode} onChange={(e) => conv.setMode(e.target.value)} aria-label="Show reasoning">
               <option value="off">Off</option>
               <option value="summary">Summary</option>
               <option value="full">Full</option>
             </select>
           </label>
-          <button type="button" className="ghost" onClick={onNew}>New conversation</button>
+          <button type="button" className="ghost" onClick={onNew} aria-label="New conversation">
+            <span className="wide">New conversation</span><span className="narrow" aria-hidden="true">New</span>
+          </button>
         </div>
       </header>
       <Voice conv={conv} s={s} />
@@ -210,7 +212,7 @@ function Answer({ attempt, mode }) {
   // Open while Alicia thinks, closed once the answer starts, unless the
   // reader opened or closed it themselves.
   const [choice, setChoice] = useState(null);
-  const open = choice ?? !started;
+  const open = choice ?? (!started && !attempt.done);
   const thinking = !started && !attempt.done;
   const showSteps = mode !== 'off' && steps.length > 0;
   return (
@@ -233,7 +235,7 @@ function Answer({ attempt, mode }) {
         </details>
       )}
       {!showSteps && thinking && <p className="thinking muted">Alicia is thinking…</p>}
-      <p className="text" data-testid="answer-text">{text}</p>
+      {(text !== '' || !attempt.done) && <p className="text" data-testid="answer-text">{text}</p>}
       {attempt.stopped && <p className="note muted">Stopped.</p>}
       {attempt.failed && <p className="note muted">This answer failed before it was complete.</p>}
     </div>
