@@ -94,8 +94,9 @@ type snapshot struct {
 		Text    string `json:"text"`
 		Partial bool   `json:"partial"`
 	} `json:"steps"`
-	Text string `json:"text"`
-	Done bool   `json:"done"`
+	Text string  `json:"text"`
+	Top  float64 `json:"top"`
+	Done bool    `json:"done"`
 }
 
 // envelopes decodes the Alicia envelopes a page received ("in") or sent
@@ -206,6 +207,7 @@ func TestWebClient(t *testing.T) {
 		var maxSteps, texts int
 		grew, openWhileThinking := false, false
 		lastText := ""
+		top := -1.0
 		grown := map[int]string{}
 		for _, s := range r.Timeline {
 			if len(s.Steps) < maxSteps {
@@ -234,6 +236,11 @@ func TestWebClient(t *testing.T) {
 				if s.Text != lastText {
 					texts++
 					lastText = s.Text
+				}
+				if top < 0 {
+					top = s.Top
+				} else if s.Top != top {
+					t.Errorf("the answer's text moved from %v to %v while it streamed", top, s.Top)
 				}
 			}
 		}

@@ -48,7 +48,10 @@ async function record(page) {
           text: s.querySelector('.step-text').textContent,
           partial: s.classList.contains('partial'),
         })),
-        text: a.querySelector('[data-testid=answer-text]').textContent,
+        text: a.querySelector('[data-testid=answer-text]')?.textContent ?? '',
+        // Where the answer's text starts within the conversation: it must
+        // not move while the answer streams.
+        top: a.querySelector('[data-testid=answer-text]')?.getBoundingClientRect().top + document.querySelector('.turns').scrollTop,
         done: a.dataset.done === 'true',
       });
     };
@@ -70,7 +73,7 @@ async function lastAnswer(page) {
     const panel = a.querySelector('[data-testid=reasoning]');
     return {
       id: a.dataset.answerId,
-      text: a.querySelector('[data-testid=answer-text]').textContent,
+      text: a.querySelector('[data-testid=answer-text]')?.textContent ?? '',
       done: a.dataset.done === 'true',
       open: panel ? panel.open : null,
       steps: [...a.querySelectorAll('[data-testid=step]')].map((s) => {
@@ -180,7 +183,7 @@ const scenarios = {
     await ask(page, input.long);
     await page.waitForFunction(() => {
       const a = [...document.querySelectorAll('[data-testid=answer]')].at(-1);
-      return a && a.querySelector('[data-testid=answer-text]').textContent.length > 0 && a.dataset.done !== 'true';
+      return a && a.querySelector('[data-testid=answer-text]')?.textContent.length > 0 && a.dataset.done !== 'true';
     }, null, { timeout });
     // Escape stops too: the keyboard path.
     await page.getByLabel('Message').focus();
@@ -193,7 +196,7 @@ const scenarios = {
     await ask(page, input.question);
     const third = await answered(page, 3);
     const stoppedLater = await page.evaluate(
-      (id) => document.querySelector(`[data-answer-id="${id}"] [data-testid=answer-text]`).textContent,
+      (id) => document.querySelector(`[data-answer-id="${id}"] [data-testid=answer-text]`)?.textContent ?? '',
       stoppedAnswering.id,
     );
 
@@ -220,7 +223,7 @@ const scenarios = {
     await ask(page, input.long);
     await page.waitForFunction(() => {
       const a = [...document.querySelectorAll('[data-testid=answer]')].at(-1);
-      return a && a.querySelector('[data-testid=answer-text]').textContent.length > 0;
+      return a && a.querySelector('[data-testid=answer-text]')?.textContent.length > 0;
     }, null, { timeout });
     const before = await lastAnswer(page);
     await page.context().setOffline(true);
