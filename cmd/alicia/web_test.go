@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,6 +36,13 @@ var webScenarios = []standin.Scenario{{
 			"I will keep the sentences simple so that they read well aloud.",
 		},
 		Answer: longAnswer,
+	}},
+}, {
+	Name:  "failure",
+	Match: "(?i)break",
+	Rounds: []standin.Round{{
+		Answer: "Here is the start of an answer that never ends.",
+		Fault:  &standin.Fault{Kind: "error", AfterTokens: 6, Message: "out of GPU memory"},
 	}},
 }}
 
@@ -80,6 +88,7 @@ type pageAnswer struct {
 	Done    bool   `json:"done"`
 	Open    *bool  `json:"open"`
 	Stopped bool   `json:"stopped"`
+	Failed  bool   `json:"failed"`
 	Steps   []struct {
 		Index int    `json:"index"`
 		Text  string `json:"text"`
@@ -169,7 +178,11 @@ func TestWebClient(t *testing.T) {
 	}
 	input := func(name, scenario string) map[string]any {
 		return map[string]any{"url": url, "key": key, "name": name, "scenario": scenario,
-			"question": "What is a lighthouse?", "question2": "And who keeps it?", "long": "Tell me a story, please.", "offlineMs": 2500}
+			"question": "What is a lighthouse?", "question2": "And who keeps it?", "long": "Tell me a story, please.", "offlineMs": 2500,
+			"failing": "Please break.",
+			// A microphone without a person: Chromium's fake capture device,
+			// allowed without a prompt.
+			"chromiumArgs": []string{"--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream"}}
 	}
 
 	t.Run("answer", func(t *testing.T) {
@@ -369,6 +382,38 @@ func TestWebClient(t *testing.T) {
 		}
 		if stops != 2 || variations != 1 {
 			t.Errorf("the page sent %d stops and %d variations", stops, variations)
+		}
+	})
+
+	t.Run("voice and errors", func(t *testing.T) {
+		var r struct {
+			MicPressed string                   `json:"micPressed"`
+			MicTrack   string                   `json:"micTrack"`
+			MicMuted   string                   `json:"micMuted"`
+			Error      string                   `json:"error"`
+			Failed     pageAnswer               `json:"failed"`
+			Packets    []testenv.CapturedPacket `json:"packets"`
+			Shots      []string                 `json:"shots"`
+		}
+		testenv.Browser(t, context.Background(), "web-client.mjs", input("erin", "extras"), &r)
+		t.Logf("screenshots: %v", r.Shots)
+		if r.MicPressed != "true" || r.MicTrack == "" || r.MicMuted != "false" {
+			t.Errorf("microphone: pressed %q, published track %q, after muting %q", r.MicPressed, r.MicTrack, r.MicMuted)
+		}
+		var audio []bool
+		for _, e := range envelopes(t, r.Packets, "out") {
+			if c, ok := e.Body.(*wire.Configuration); ok {
+				audio = append(audio, slices.Contains(c.Features, wire.FeatureAudioOutput))
+			}
+		}
+		if len(audio) < 2 || !audio[0] || audio[len(audio)-1] {
+			t.Errorf("audio_output in the page's Configurations: %v; want it on, then off once Alicia is muted", audio)
+		}
+		if !strings.Contains(r.Error, "The assistant is unavailable.") || !strings.Contains(r.Error, "out of GPU memory") {
+			t.Errorf("the failure reads %q", r.Error)
+		}
+		if !r.Failed.Done || !r.Failed.Failed || !strings.HasPrefix("Here is the start of an answer that never ends.", words(r.Failed.Text)) {
+			t.Errorf("the failed answer: %+v", r.Failed)
 		}
 	})
 

@@ -488,7 +488,11 @@ export class Conversation {
           t.pending = false;
           t.regenerating = false;
           const a = t.attempts.at(-1);
-          if (a && !a.done) a.done = true;
+          if (a) {
+            // A server failure names the user message whose answer broke.
+            if (b.code >= 500) a.failed = true;
+            a.done = true;
+          }
         }
       });
     }

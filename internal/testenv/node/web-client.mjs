@@ -82,6 +82,7 @@ async function lastAnswer(page) {
         return { index: Number(s.dataset.stepIndex), text: t.textContent, lines: Math.round(t.getBoundingClientRect().height / lh) };
       }),
       stopped: a.textContent.includes('Stopped.'),
+      failed: a.textContent.includes('This answer failed'),
     };
   });
 }
@@ -211,6 +212,35 @@ const scenarios = {
     await page.getByRole('button', { name: 'Next answer' }).click();
     const next = await lastAnswer(page);
     return { stoppedThinking, stoppedAnswering, stoppedLater, third, regenerated, position, previous, previousPosition, next, packets: await captured(page), shots: [stopShot, variantShot] };
+  },
+
+  // The microphone button publishes a microphone track and mutes it; the
+  // speaker button tells the server whether to speak; a failing model is
+  // reported in plain words.
+  async extras({ input, newPage }) {
+    const page = await newPage(desktop);
+    await join(page, input);
+    await page.getByRole('button', { name: 'Talk' }).click();
+    const mic = page.getByRole('button', { name: 'Mute microphone' });
+    await mic.waitFor({ timeout });
+    const micPressed = await mic.getAttribute('aria-pressed');
+    await page.waitForFunction(() => window.alicia.room.localParticipant.getTrackPublication('microphone')?.trackSid, null, { timeout });
+    const micTrack = await page.evaluate(() => window.alicia.room.localParticipant.getTrackPublication('microphone').trackSid);
+    const micShot = await screenshot(page, 'desktop-microphone');
+    await mic.click();
+    const talk = page.getByRole('button', { name: 'Talk' });
+    await talk.waitFor({ timeout });
+    const micMuted = await talk.getAttribute('aria-pressed');
+    await setMode(page, 'full');
+    await page.getByRole('button', { name: 'Mute Alicia' }).click();
+    await page.getByRole('button', { name: 'Unmute Alicia' }).waitFor({ timeout });
+
+    await ask(page, input.failing);
+    const error = await page.getByTestId('error').first();
+    await error.waitFor({ timeout });
+    const failed = await answered(page, 1);
+    const errorShot = await screenshot(page, 'desktop-error');
+    return { micPressed, micTrack, micMuted, error: await error.textContent(), failed, packets: await captured(page), shots: [micShot, errorShot] };
   },
 
   // The page loses its connection mid-answer (no network for a while,
