@@ -419,11 +419,16 @@ func TestWebClient(t *testing.T) {
 
 	t.Run("reconnect", func(t *testing.T) {
 		var r struct {
-			Before    pageAnswer               `json:"before"`
-			Final     pageAnswer               `json:"final"`
-			Sentences [][][2]any               `json:"sentences"`
-			Packets   []testenv.CapturedPacket `json:"packets"`
-			Shots     []string                 `json:"shots"`
+			Before    pageAnswer `json:"before"`
+			Final     pageAnswer `json:"final"`
+			Sentences [][][2]any `json:"sentences"`
+			Resumed   pageAnswer `json:"resumed"`
+			PageStats struct {
+				Received map[string]int `json:"received"`
+				Applied  map[string]int `json:"applied"`
+			} `json:"pageStats"`
+			Packets []testenv.CapturedPacket `json:"packets"`
+			Shots   []string                 `json:"shots"`
 		}
 		replayedBefore := metric(t, url, "alicia_room_envelopes_replayed_total")
 		testenv.Browser(t, context.Background(), "web-client.mjs", input("dan", "reconnect"), &r)
@@ -450,6 +455,10 @@ func TestWebClient(t *testing.T) {
 				t.Errorf("sentence %d is missing from %v", i, seqs)
 			}
 		}
+		if words(r.Resumed.Text) != longAnswer {
+			t.Errorf("after a resumed connection the answer reads %q", r.Resumed.Text)
+		}
+		t.Logf("sentences received %d, applied %d", r.PageStats.Received["16"], r.PageStats.Applied["16"])
 		// The page asked for what it missed: a second Configuration with
 		// the last stanza it saw, answered by a replay.
 		var resumed bool

@@ -268,7 +268,17 @@ const scenarios = {
       const t = window.alicia.state.turns.at(-1);
       return t.attempts.map((a) => Object.entries(a.sentences).map(([k, v]) => [Number(k), v]));
     });
-    return { before, final, sentences, pageStats: await page.evaluate(() => window.alicia.stats), packets: await captured(page), shots: [dropShot] };
+
+    // A short drop that LiveKit resumes (same participant, ICE restart):
+    // what arrives live and again by replay is shown once.
+    await ask(page, input.long);
+    await page.waitForFunction(() => {
+      const a = [...document.querySelectorAll('[data-testid=answer]')].at(-1);
+      return a && a.dataset.answerId && a.querySelector('[data-testid=answer-text]')?.textContent.length > 0 && a.dataset.done !== 'true';
+    }, null, { timeout });
+    await page.evaluate(() => window.alicia.room.simulateScenario('resume-reconnect'));
+    const resumed = await answered(page, 2);
+    return { before, final, sentences, resumed, pageStats: await page.evaluate(() => window.alicia.stats), packets: await captured(page), shots: [dropShot] };
   },
 };
 
