@@ -113,3 +113,37 @@ func UserPackets(pkts []CapturedPacket) []UserPacket {
 	}
 	return out
 }
+
+// Page is what OpenPage loads and watches.
+type Page struct {
+	URL string `json:"url"`
+	// LocalStorage is set before the page's own code runs.
+	LocalStorage map[string]string `json:"localStorage,omitempty"`
+	// WaitFor is a JavaScript expression watched until it is truthy.
+	WaitFor string `json:"waitFor,omitempty"`
+	// Evaluate is a JavaScript expression whose value comes back as Value.
+	Evaluate  string         `json:"evaluate,omitempty"`
+	Viewport  map[string]int `json:"viewport,omitempty"`
+	TimeoutMs int            `json:"timeoutMs,omitempty"`
+	// Screenshot names a PNG written into ArtifactsDir.
+	Screenshot   string   `json:"screenshot,omitempty"`
+	ChromiumArgs []string `json:"chromiumArgs,omitempty"`
+}
+
+// PageResult is what OpenPage saw.
+type PageResult struct {
+	Value      json.RawMessage  `json:"value"`
+	Packets    []CapturedPacket `json:"packets"`
+	Logs       []string         `json:"logs"`
+	Screenshot string           `json:"screenshot"`
+}
+
+// OpenPage loads a page in Chromium, waits for p.WaitFor, evaluates
+// p.Evaluate and returns the value with the page's data-channel capture
+// (decode it with UserPackets) and console.
+func OpenPage(t testing.TB, ctx context.Context, p Page) PageResult {
+	t.Helper()
+	var r PageResult
+	Browser(t, ctx, "open-page.mjs", p, &r)
+	return r
+}

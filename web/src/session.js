@@ -3,7 +3,7 @@
 // drop, numbering), and keeps the conversation as plain state that the UI
 // renders. Every piece of state is keyed by the ids the server sends, so an
 // envelope that arrives twice (live and again by replay) changes nothing.
-import { Room, RoomEvent, ConnectionState, ParticipantKind } from 'livekit-client';
+import { Room, RoomEvent, ConnectionState, ParticipantKind, DisconnectReason } from 'livekit-client';
 import { T, Topic, encode, decode, modeFeatures, modeOf, newId, errorWords, F } from './protocol.js';
 
 const clientVersion = 'alicia-web/1';
@@ -145,7 +145,14 @@ export class Conversation {
         this.configured = false;
         this.configure();
       })
-      .on(RoomEvent.Disconnected, () => this.set({ status: 'closed' }))
+      .on(RoomEvent.Disconnected, (reason) => {
+        this.set({ status: 'closed' });
+        if (reason === DisconnectReason.DUPLICATE_IDENTITY) {
+          this.addError('This conversation was opened in another tab or device under the same name; reload to continue here.');
+        } else if (reason !== DisconnectReason.CLIENT_INITIATED) {
+          this.addError('The connection to the room ended; reload the page to reconnect.');
+        }
+      })
       .on(RoomEvent.LocalTrackPublished, () => this.set({ micOn: room.localParticipant.isMicrophoneEnabled }))
       .on(RoomEvent.TrackMuted, () => this.set({ micOn: room.localParticipant.isMicrophoneEnabled }))
       .on(RoomEvent.TrackUnmuted, () => this.set({ micOn: room.localParticipant.isMicrophoneEnabled }));
@@ -315,6 +322,10 @@ export class Conversation {
       // The same stanza can come live and again by replay: apply it once.
       if (this.seen.has(n)) return;
       this.seen.add(n);
+      if (this.seen.size > 8192) {
+        // Replays only go back to the last stanza seen: old numbers can go.
+        for (const k of this.seen) if (k < n - 4096) this.seen.delete(k);
+      }
       const c = this.counters();
       // The server's Configuration belongs to one connection and is never
       // replayed, so it does not count towards what resume asks for.
