@@ -29,7 +29,7 @@ func TestCommittedBundleMatchesSources(t *testing.T) {
 		t.Fatal("node is not installed: the bundle cannot be rebuilt (scripts/test installs it; ALICIA_SKIP_INTEGRATION=1 skips)")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "esbuild")); err != nil {
-		t.Fatalf("the web client's packages are not installed: run npm ci in %s (scripts/test does)", dir)
+		t.Fatalf("the web client's packages are not installed: run npm install in %s (scripts/test does)", dir)
 	}
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
