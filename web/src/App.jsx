@@ -6,7 +6,9 @@ import {
   BarVisualizer,
   useVoiceAssistant,
   useTranscriptions,
+  useLocalParticipant,
 } from '@livekit/components-react';
+import { Track } from 'livekit-client';
 import { Conversation, answerText, stepList, identityOf } from './session.js';
 
 // The access key comes once in the link the operator hands out
@@ -155,6 +157,8 @@ function Chat({ conv, onNew }) {
 
 function Voice({ conv, s }) {
   const { state, audioTrack } = useVoiceAssistant();
+  const { localParticipant, microphoneTrack } = useLocalParticipant();
+  const micRef = microphoneTrack && { participant: localParticipant, publication: microphoneTrack, source: Track.Source.Microphone };
   const transcriptions = useTranscriptions();
   // The live caption: Alicia's interim Transcription, or what a stock
   // LiveKit agent publishes on lk.transcription for the user's speech.
@@ -165,6 +169,7 @@ function Voice({ conv, s }) {
       <button type="button" className={s.micOn ? 'mic on' : 'mic'} aria-pressed={s.micOn} onClick={() => conv.toggleMic()}>
         {s.micOn ? 'Mute microphone' : 'Talk'}
       </button>
+      {s.micOn && micRef && <BarVisualizer track={micRef} barCount={5} className="visualizer mine" aria-label="Your microphone level" />}
       <button type="button" className="ghost" aria-pressed={!s.speaker} onClick={() => conv.setSpeaker(!s.speaker)}>
         {s.speaker ? 'Mute Alicia' : 'Unmute Alicia'}
       </button>
