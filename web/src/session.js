@@ -334,10 +334,12 @@ export class Conversation {
     this.stats.applied[env.type] = (this.stats.applied[env.type] || 0) + 1;
     if (env.type === T.Error && env.meta?.originatingStanzaId === this.configStanza && env.body.code === 202) {
       // The server no longer keeps what this page missed (it restarted
-      // without a database): history already shows what was stored, so
-      // carry on from here without a replay.
+      // without a database, and counts its stanzas from −1 again): history
+      // already shows what was stored, so carry on from here without a
+      // replay, and forget the old numbers.
       const c = this.counters();
       save(this.stanzaKey(), { ...c, lastSeen: 0 });
+      this.seen.clear();
       this.configure();
       return;
     }
