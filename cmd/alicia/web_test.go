@@ -97,7 +97,8 @@ type pageAnswer struct {
 }
 
 type snapshot struct {
-	Open  *bool `json:"open"`
+	At    float64 `json:"at"`
+	Open  *bool   `json:"open"`
 	Steps []struct {
 		Index   int    `json:"index"`
 		Text    string `json:"text"`
@@ -256,6 +257,24 @@ func TestWebClient(t *testing.T) {
 					t.Errorf("the answer's text moved from %v to %v while it streamed", top, s.Top)
 				}
 			}
+		}
+		if len(r.Timeline) > 0 {
+			// Figures, not assertions: when the page showed what, counted
+			// from the first step on screen.
+			t0, firstStep, firstText, done := r.Timeline[0].At, -1.0, -1.0, -1.0
+			for _, s := range r.Timeline {
+				if firstStep < 0 && len(s.Steps) > 0 {
+					firstStep = s.At - t0
+				}
+				if firstText < 0 && s.Text != "" {
+					firstText = s.At - t0
+				}
+				if done < 0 && s.Done {
+					done = s.At - t0
+				}
+			}
+			t.Logf("page timeline (stand-in at 25 ms a token): first step at %.0f ms, first sentence at %.0f ms, answer complete at %.0f ms, %d DOM changes",
+				firstStep, firstText, done, len(r.Timeline))
 		}
 		if !openWhileThinking {
 			t.Error("the panel was never open with steps while Alicia was thinking")
