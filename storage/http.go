@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/alicia-voice/alicia/reasoning"
 )
 
 type historyJSON struct {
@@ -33,8 +35,9 @@ type stepJSON struct {
 }
 
 // HistoryHandler serves GET …/conversations/{id}: the conversation's
-// messages in order, each with its reasoning steps, to the conversation's
-// owner only. authenticate returns the caller's identity.
+// messages in order, each with its reasoning steps in the owner's
+// show-reasoning mode, to the conversation's owner only. authenticate
+// returns the caller's identity.
 func HistoryHandler(s Store, authenticate func(*http.Request) (string, error), log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.Default()
@@ -69,12 +72,25 @@ func HistoryHandler(s Store, authenticate func(*http.Request) (string, error), l
 			fail(http.StatusServiceUnavailable, "storage unavailable")
 			return
 		}
+		// Stored reasoning comes back as the user sees it live: none when
+		// they show none, each step's summary when they show summaries.
+		mode, err := s.Mode(r.Context(), identity)
+		if err != nil || !mode.Valid() {
+			mode = reasoning.ModeOff
+		}
 		out := historyJSON{ConversationID: id, Messages: []messageJSON{}}
 		for _, e := range entries {
 			m := messageJSON{ID: e.ID, Role: e.Role, Content: e.Content, Status: e.Status, PreviousID: e.PreviousID,
 				VariantOf: e.VariantOf, CreatedAt: e.CreatedAt}
 			for _, st := range e.Steps {
-				m.Reasoning = append(m.Reasoning, stepJSON{ID: st.ID, StepIndex: st.Index, Content: st.Content, ToolCallID: st.ToolCallID, CreatedAt: st.EndedAt})
+				content := st.Content
+				switch mode {
+				case reasoning.ModeOff:
+					continue
+				case reasoning.ModeSummary:
+					content = reasoning.Summarize(content)
+				}
+				m.Reasoning = append(m.Reasoning, stepJSON{ID: st.ID, StepIndex: st.Index, Content: content, ToolCallID: st.ToolCallID, CreatedAt: st.EndedAt})
 			}
 			out.Messages = append(out.Messages, m)
 		}

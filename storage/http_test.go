@@ -11,6 +11,7 @@ import (
 	"github.com/livekit/protocol/auth"
 
 	"github.com/alicia-voice/alicia/internal/testenv"
+	"github.com/alicia-voice/alicia/reasoning"
 	"github.com/alicia-voice/alicia/room"
 	"github.com/alicia-voice/alicia/storage"
 )
@@ -23,7 +24,7 @@ func TestHistoryEndpointServesTheOwnerOnly(t *testing.T) {
 			if backend == "postgres" {
 				s = open(t, testenv.Database(t), storage.ReasoningPlain, nil)
 			}
-			turn(s, "conv_h", "alice", 1, 2, func(i, j int) string { return fmt.Sprintf("thought %d", j) })
+			turn(s, "conv_h", "alice", 1, 2, func(i, j int) string { return fmt.Sprintf("thought %d. And more.", j) })
 			if p, ok := s.(*storage.Postgres); ok {
 				// Reads see what the writer committed.
 				deadline := time.Now().Add(5 * time.Second)
@@ -62,8 +63,7 @@ func TestHistoryEndpointServesTheOwnerOnly(t *testing.T) {
 			if code, _ := get("mallory"); code != http.StatusNotFound {
 				t.Errorf("another user: %d", code)
 			}
-			code, body := get("alice")
-			var h struct {
+			type history struct {
 				Messages []struct {
 					ID, Role  string
 					Reasoning []struct {
@@ -72,11 +72,27 @@ func TestHistoryEndpointServesTheOwnerOnly(t *testing.T) {
 					}
 				}
 			}
-			if err := json.Unmarshal(body, &h); err != nil || code != 200 {
-				t.Fatalf("owner: %d %s", code, body)
-			}
-			if len(h.Messages) != 2 || h.Messages[1].Role != "assistant" || len(h.Messages[1].Reasoning) != 2 || h.Messages[1].Reasoning[1].Content != "thought 1" {
-				t.Fatalf("history %s", body)
+			// The owner's show-reasoning mode decides what reasoning the
+			// history holds, as it does live.
+			for _, c := range []struct {
+				mode  reasoning.Mode
+				steps int
+				step1 string
+			}{{reasoning.ModeFull, 2, "thought 1. And more."}, {reasoning.ModeSummary, 2, "thought 1."}, {reasoning.ModeOff, 0, ""}} {
+				if err := s.SetMode(t.Context(), "alice", c.mode); err != nil {
+					t.Fatal(err)
+				}
+				code, body := get("alice")
+				var h history
+				if err := json.Unmarshal(body, &h); err != nil || code != 200 {
+					t.Fatalf("owner: %d %s", code, body)
+				}
+				if len(h.Messages) != 2 || h.Messages[1].Role != "assistant" || len(h.Messages[1].Reasoning) != c.steps {
+					t.Fatalf("%s: history %s", c.mode, body)
+				}
+				if c.steps > 0 && h.Messages[1].Reasoning[1].Content != c.step1 {
+					t.Errorf("%s: step 2 reads %q, want %q", c.mode, h.Messages[1].Reasoning[1].Content, c.step1)
+				}
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/room"
 	"github.com/alicia-voice/alicia/storage"
+	"github.com/alicia-voice/alicia/web"
 )
 
 func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
@@ -84,6 +86,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	mux.Handle("GET /v1/conversations/{id}", storage.HistoryHandler(store, users, log))
 	mux.Handle("POST "+sc.AGUIPath, pipeline.NewAGUI(engine, users))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
+	mux.Handle("GET /", web.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -97,6 +100,9 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		secret = cfg.APISecret
 	}
 	fmt.Fprintf(stdout, "Alicia serving: agent %q on %s, HTTP API on http://%s\n\n", cfg.AgentName, cfg.LiveKitURL, ln.Addr())
+	// The access key travels in the link's fragment, which browsers never
+	// send to a server; the page keeps it and clears the address bar.
+	fmt.Fprintf(stdout, "Open the web client in a browser:\n\n    http://%s/#key=%s\n\n", ln.Addr(), url.QueryEscape(secret))
 	fmt.Fprintf(stdout, "Talk to it from another terminal:\n\n    go run ./cmd/alicia chat -api http://%s -secret %s\n\n", ln.Addr(), secret)
 	fmt.Fprintf(stdout, "or give a LiveKit client a token:\n\n    curl -X POST -H 'Authorization: Bearer %s' -d '{\"identity\": \"you\"}' http://%s/v1/token\n\n", secret, ln.Addr())
 

@@ -1,0 +1,493 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/alicia-voice/alicia/internal/lkserver"
+	"github.com/alicia-voice/alicia/internal/testenv"
+	"github.com/alicia-voice/alicia/llm/standin"
+	"github.com/alicia-voice/alicia/reasoning"
+	"github.com/alicia-voice/alicia/wire"
+)
+
+// The long answer gives the tests time to stop it or to drop the
+// connection in the middle of it.
+const longAnswer = "Once upon a time there was a lighthouse keeper named Ada. Every night she climbed one hundred steps to light the lamp. " +
+	"One stormy evening the lamp would not light. Ada found that a gull had built a nest inside the lantern room. " +
+	"She moved the nest to a sheltered ledge, lit the lamp and watched the ships pass safely. " +
+	"The gull returned in the morning and sat beside her on the ledge. From then on they kept the light together. " +
+	"Sailors along the coast still tell the story of the keeper and her bird."
+
+var webScenarios = []standin.Scenario{{
+	Name:  "story",
+	Match: "(?i)story",
+	Rounds: []standin.Round{{
+		Reasoning: []string{
+			"The user wants a story. A short one about a lighthouse will do, with a clear beginning, middle and end.",
+			"I will keep the sentences simple so that they read well aloud.",
+		},
+		Answer: longAnswer,
+	}},
+}, {
+	Name:  "failure",
+	Match: "(?i)break",
+	Rounds: []standin.Round{{
+		Answer: "Here is the start of an answer that never ends.",
+		Fault:  &standin.Fault{Kind: "error", AfterTokens: 6, Message: "out of GPU memory"},
+	}},
+}}
+
+// webServer starts alicia serve as a newcomer would (its own
+// livekit-server, no database) with the stand-in at a pace a person can
+// watch, and returns the page's address and access key.
+func webServer(t *testing.T) (string, string) {
+	t.Helper()
+	if _, err := lkserver.Binary(); err != nil {
+		testenv.StartLiveKit(t) // fails (or skips) with the reason
+	}
+	testenv.Chromium(t)
+	base, srv, ln, err := standinServer("127.0.0.1:0", webScenarios, standin.Pacing{TTFTMs: 50, TokenMs: 25, Jitter: 0.2}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	for k, v := range map[string]string{"ALICIA_LIVEKIT_URL": "", "ALICIA_DATABASE_URL": "", "ALICIA_TOKEN_SECRET": "", "ALICIA_LIVEKIT_API_SECRET": "",
+		"ALICIA_LLM_URL": base + "/vllm/v1", "ALICIA_LLM_MODEL": "Qwen3-8B", "ALICIA_LLM_BACKEND": "openai"} {
+		t.Setenv(k, v)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut syncBuffer
+	served := make(chan error, 1)
+	go func() { served <- runServe(ctx, []string{"-http-addr", "127.0.0.1:0"}, nil, &out, &errOut) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("alicia serve log:\n%s", errOut.String())
+		}
+	})
+	m := waitFor(t, &out, "the web client's link", regexp.MustCompile(`(http://\S+)/#key=(\S+)`))
+	return m[1], m[2]
+}
+
+type pageAnswer struct {
+	ID      string `json:"id"`
+	Text    string `json:"text"`
+	Done    bool   `json:"done"`
+	Open    *bool  `json:"open"`
+	Stopped bool   `json:"stopped"`
+	Failed  bool   `json:"failed"`
+	Steps   []struct {
+		Index int    `json:"index"`
+		Text  string `json:"text"`
+		Lines int    `json:"lines"`
+	} `json:"steps"`
+}
+
+type snapshot struct {
+	At    float64 `json:"at"`
+	Open  *bool   `json:"open"`
+	Steps []struct {
+		Index   int    `json:"index"`
+		Text    string `json:"text"`
+		Partial bool   `json:"partial"`
+	} `json:"steps"`
+	Text string  `json:"text"`
+	Top  float64 `json:"top"`
+	Done bool    `json:"done"`
+}
+
+// envelopes decodes the Alicia envelopes a page received ("in") or sent
+// ("out") from its data-channel capture.
+func envelopes(t *testing.T, pkts []testenv.CapturedPacket, dir string) []*wire.Envelope {
+	t.Helper()
+	var out []*wire.Envelope
+	for _, p := range testenv.UserPackets(pkts) {
+		if p.Dir != dir || p.Topic != "alicia" {
+			continue
+		}
+		env, err := wire.Unmarshal(p.Payload)
+		if err != nil {
+			t.Errorf("the page %s an envelope Go cannot decode: %v", map[string]string{"in": "received", "out": "sent"}[dir], err)
+			continue
+		}
+		out = append(out, env)
+	}
+	return out
+}
+
+func count(envs []*wire.Envelope, typ wire.Type) int {
+	n := 0
+	for _, e := range envs {
+		if e.Type() == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// metric reads a counter from the server's /metrics.
+func metric(t *testing.T, base, name string) float64 {
+	t.Helper()
+	res, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindSubmatch(body)
+	if m == nil {
+		return 0
+	}
+	v, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func words(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func defaultAnswer(q string) string {
+	return `You said: "` + q + `". I am Alicia's stand-in model, so this is a canned reply. Set ALICIA_LLM_URL to a Qwen3 server for real answers.`
+}
+
+// The web client in Chromium against alicia serve, livekit-server and the
+// stand-in: each subtest is one person's session in the browser.
+func TestWebClient(t *testing.T) {
+	url, key := webServer(t)
+	res, err := http.Get(url + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !strings.Contains(string(page), `<script type="module" src="app.js">`) {
+		t.Fatalf("GET / gave %d:\n%s", res.StatusCode, page)
+	}
+	input := func(name, scenario string) map[string]any {
+		return map[string]any{"url": url, "key": key, "name": name, "scenario": scenario,
+			"question": "What is a lighthouse?", "question2": "And who keeps it?", "long": "Tell me a story, please.", "offlineMs": 2500,
+			"failing": "Please break.",
+			// A microphone without a person: Chromium's fake capture device,
+			// allowed without a prompt.
+			"chromiumArgs": []string{"--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream"}}
+	}
+
+	t.Run("answer", func(t *testing.T) {
+		var r struct {
+			Final        pageAnswer               `json:"final"`
+			Timeline     []snapshot               `json:"timeline"`
+			Reopened     bool                     `json:"reopened"`
+			Packets      []testenv.CapturedPacket `json:"packets"`
+			PhoneHistory pageAnswer               `json:"phoneHistory"`
+			Overflow     bool                     `json:"overflow"`
+			Shots        []string                 `json:"shots"`
+		}
+		testenv.Browser(t, context.Background(), "web-client.mjs", input("Ana María", "answer"), &r)
+		t.Logf("screenshots: %v", r.Shots)
+		want := defaultAnswer("What is a lighthouse?")
+		if words(r.Final.Text) != want {
+			t.Errorf("answer %q, want %q", r.Final.Text, want)
+		}
+		if len(r.Final.Steps) < 2 {
+			t.Fatalf("the panel has %d steps, want several", len(r.Final.Steps))
+		}
+		for i, s := range r.Final.Steps {
+			if s.Index != i+1 {
+				t.Errorf("step %d is labelled %d", i+1, s.Index)
+			}
+		}
+		if r.Final.Open == nil || *r.Final.Open {
+			t.Error("the reasoning panel is not collapsed once the answer is there")
+		}
+		if !r.Reopened {
+			t.Error("the reasoning panel did not open from the keyboard")
+		}
+		// The timeline: steps 1..n fill the open panel in order, a step
+		// grows in place, then the sentences come with the panel closed.
+		var maxSteps, texts int
+		grew, openWhileThinking := false, false
+		lastText := ""
+		top := -1.0
+		grown := map[int]string{}
+		for _, s := range r.Timeline {
+			if len(s.Steps) < maxSteps {
+				t.Fatalf("steps went from %d to %d", maxSteps, len(s.Steps))
+			}
+			maxSteps = len(s.Steps)
+			for i, st := range s.Steps {
+				if st.Index != i+1 {
+					t.Fatalf("the panel showed step %d in place %d", st.Index, i+1)
+				}
+				if old, ok := grown[st.Index]; ok && len(st.Text) > len(old) && strings.HasPrefix(st.Text, strings.TrimSuffix(old, "…")[:min(len(old), 10)]) {
+					grew = true
+				}
+				grown[st.Index] = st.Text
+			}
+			if s.Text == "" && len(s.Steps) > 0 && s.Open != nil && *s.Open {
+				openWhileThinking = true
+			}
+			if s.Text != "" {
+				if s.Open == nil || *s.Open {
+					t.Fatalf("the panel is open while the answer streams: %+v", s)
+				}
+				if !strings.HasPrefix(want, words(s.Text)) {
+					t.Fatalf("the answer showed %q, not a beginning of %q", s.Text, want)
+				}
+				if s.Text != lastText {
+					texts++
+					lastText = s.Text
+				}
+				if top < 0 {
+					top = s.Top
+				} else if s.Top != top {
+					t.Errorf("the answer's text moved from %v to %v while it streamed", top, s.Top)
+				}
+			}
+		}
+		if len(r.Timeline) > 0 {
+			// Figures, not assertions: when the page showed what, counted
+			// from the first step on screen.
+			t0, firstStep, firstText, done := r.Timeline[0].At, -1.0, -1.0, -1.0
+			for _, s := range r.Timeline {
+				if firstStep < 0 && len(s.Steps) > 0 {
+					firstStep = s.At - t0
+				}
+				if firstText < 0 && s.Text != "" {
+					firstText = s.At - t0
+				}
+				if done < 0 && s.Done {
+					done = s.At - t0
+				}
+			}
+			t.Logf("page timeline (stand-in at 25 ms a token): first step at %.0f ms, first sentence at %.0f ms, answer complete at %.0f ms, %d DOM changes",
+				firstStep, firstText, done, len(r.Timeline))
+		}
+		if !openWhileThinking {
+			t.Error("the panel was never open with steps while Alicia was thinking")
+		}
+		if !grew {
+			t.Error("no step grew in place while it was being written")
+		}
+		if texts < 3 {
+			t.Errorf("the answer appeared in %d pieces, want it sentence by sentence", texts)
+		}
+		in := envelopes(t, r.Packets, "in")
+		if count(in, wire.TypeReasoningStep) == 0 || count(in, wire.TypeAssistantSentence) < 3 {
+			t.Errorf("capture: %d steps, %d sentences", count(in, wire.TypeReasoningStep), count(in, wire.TypeAssistantSentence))
+		}
+		out := envelopes(t, r.Packets, "out")
+		for i, e := range out {
+			if e.StanzaID != int32(i+1) {
+				t.Errorf("the page's envelope %d has stanza %d; clients count 1, 2, 3…", i+1, e.StanzaID)
+			}
+		}
+		if len(out) == 0 || out[0].Type() != wire.TypeConfiguration {
+			t.Errorf("the page did not start with its Configuration: %v", out)
+		}
+		// Reopened on a phone: the earlier turn with its stored reasoning.
+		if words(r.PhoneHistory.Text) != want || len(r.PhoneHistory.Steps) != len(r.Final.Steps) {
+			t.Errorf("the reopened page shows %q with %d steps", r.PhoneHistory.Text, len(r.PhoneHistory.Steps))
+		}
+		if r.Overflow {
+			t.Error("the phone layout scrolls sideways")
+		}
+	})
+
+	t.Run("preference", func(t *testing.T) {
+		var r struct {
+			AfterReload   string                   `json:"afterReload"`
+			OffAnswer     pageAnswer               `json:"offAnswer"`
+			OffPackets    []testenv.CapturedPacket `json:"offPackets"`
+			OtherDevice   string                   `json:"otherDevice"`
+			SummaryAnswer pageAnswer               `json:"summaryAnswer"`
+			SummaryPacket []testenv.CapturedPacket `json:"summaryPackets"`
+			Shots         []string                 `json:"shots"`
+		}
+		testenv.Browser(t, context.Background(), "web-client.mjs", input("bob", "preference"), &r)
+		t.Logf("screenshots: %v", r.Shots)
+		if r.AfterReload != "off" {
+			t.Errorf("after a reload the page shows %q, want off", r.AfterReload)
+		}
+		if r.OtherDevice != "off" {
+			t.Errorf("another device shows %q, want off", r.OtherDevice)
+		}
+		in := envelopes(t, r.OffPackets, "in")
+		if n := count(in, wire.TypeReasoningStep); n != 0 || len(r.OffAnswer.Steps) != 0 {
+			t.Errorf("with reasoning off the page received %d ReasoningStep envelopes and shows %d steps", n, len(r.OffAnswer.Steps))
+		}
+		if count(in, wire.TypeAssistantSentence) < 3 || words(r.OffAnswer.Text) != defaultAnswer("What is a lighthouse?") {
+			t.Errorf("the capture holds %d sentences; the page shows %q", count(in, wire.TypeAssistantSentence), r.OffAnswer.Text)
+		}
+		if len(r.SummaryAnswer.Steps) < 2 {
+			t.Fatalf("summary shows %d steps", len(r.SummaryAnswer.Steps))
+		}
+		for _, s := range r.SummaryAnswer.Steps {
+			if s.Lines != 1 {
+				t.Errorf("summary step %d takes %d lines: %q", s.Index, s.Lines, s.Text)
+			}
+		}
+		for _, e := range envelopes(t, r.SummaryPacket, "in") {
+			if st, ok := e.Body.(*wire.ReasoningStep); ok && !st.Partial {
+				if utf8.RuneCountInString(st.Content) > reasoning.SummaryMaxRunes || st.Content != reasoning.Summarize(st.Content) {
+					t.Errorf("a summary step is not one short sentence: %q", st.Content)
+				}
+			}
+		}
+	})
+
+	t.Run("controls", func(t *testing.T) {
+		var r struct {
+			StoppedThinking  pageAnswer               `json:"stoppedThinking"`
+			StoppedAnswering pageAnswer               `json:"stoppedAnswering"`
+			StoppedLater     string                   `json:"stoppedLater"`
+			Third            pageAnswer               `json:"third"`
+			Regenerated      pageAnswer               `json:"regenerated"`
+			Position         string                   `json:"position"`
+			Previous         pageAnswer               `json:"previous"`
+			PreviousPosition string                   `json:"previousPosition"`
+			Next             pageAnswer               `json:"next"`
+			Packets          []testenv.CapturedPacket `json:"packets"`
+			Shots            []string                 `json:"shots"`
+		}
+		testenv.Browser(t, context.Background(), "web-client.mjs", input("carol", "controls"), &r)
+		t.Logf("screenshots: %v", r.Shots)
+		if !r.StoppedThinking.Stopped || r.StoppedThinking.Text != "" {
+			t.Errorf("stopped while thinking: %+v", r.StoppedThinking)
+		}
+		if !r.StoppedAnswering.Stopped || r.StoppedAnswering.Text == "" || !strings.HasPrefix(longAnswer, words(r.StoppedAnswering.Text)) || words(r.StoppedAnswering.Text) == longAnswer {
+			t.Errorf("stopped while answering: %+v", r.StoppedAnswering)
+		}
+		if r.StoppedLater != r.StoppedAnswering.Text {
+			t.Errorf("the stopped answer went on: %q, then %q", r.StoppedAnswering.Text, r.StoppedLater)
+		}
+		if r.Position != "2 / 2" || r.PreviousPosition != "1 / 2" {
+			t.Errorf("variant positions %q then %q", r.Position, r.PreviousPosition)
+		}
+		if r.Regenerated.ID == r.Third.ID || r.Regenerated.ID == "" {
+			t.Errorf("regenerate gave the same answer id %q", r.Regenerated.ID)
+		}
+		if r.Previous.ID != r.Third.ID || r.Previous.Text != r.Third.Text || r.Next.ID != r.Regenerated.ID {
+			t.Errorf("paging: previous %q (want %q), next %q (want %q)", r.Previous.ID, r.Third.ID, r.Next.ID, r.Regenerated.ID)
+		}
+		out := envelopes(t, r.Packets, "out")
+		stops, variations := 0, 0
+		for _, e := range out {
+			switch b := e.Body.(type) {
+			case *wire.ControlStop:
+				stops++
+				if b.StopType != wire.StopAll {
+					t.Errorf("stop type %q", b.StopType)
+				}
+			case *wire.ControlVariation:
+				variations++
+				if b.Mode != wire.VariationRegenerate {
+					t.Errorf("variation mode %q", b.Mode)
+				}
+			}
+		}
+		if stops != 2 || variations != 1 {
+			t.Errorf("the page sent %d stops and %d variations", stops, variations)
+		}
+	})
+
+	t.Run("voice and errors", func(t *testing.T) {
+		var r struct {
+			MicPressed string                   `json:"micPressed"`
+			MicTrack   string                   `json:"micTrack"`
+			MicMuted   string                   `json:"micMuted"`
+			Error      string                   `json:"error"`
+			Failed     pageAnswer               `json:"failed"`
+			Packets    []testenv.CapturedPacket `json:"packets"`
+			Shots      []string                 `json:"shots"`
+		}
+		testenv.Browser(t, context.Background(), "web-client.mjs", input("erin", "extras"), &r)
+		t.Logf("screenshots: %v", r.Shots)
+		if r.MicPressed != "true" || r.MicTrack == "" || r.MicMuted != "false" {
+			t.Errorf("microphone: pressed %q, published track %q, after muting %q", r.MicPressed, r.MicTrack, r.MicMuted)
+		}
+		var audio []bool
+		for _, e := range envelopes(t, r.Packets, "out") {
+			if c, ok := e.Body.(*wire.Configuration); ok {
+				audio = append(audio, slices.Contains(c.Features, wire.FeatureAudioOutput))
+			}
+		}
+		if len(audio) < 2 || !audio[0] || audio[len(audio)-1] {
+			t.Errorf("audio_output in the page's Configurations: %v; want it on, then off once Alicia is muted", audio)
+		}
+		if !strings.Contains(r.Error, "The assistant is unavailable.") || !strings.Contains(r.Error, "out of GPU memory") {
+			t.Errorf("the failure reads %q", r.Error)
+		}
+		if !r.Failed.Done || !r.Failed.Failed || !strings.HasPrefix("Here is the start of an answer that never ends.", words(r.Failed.Text)) {
+			t.Errorf("the failed answer: %+v", r.Failed)
+		}
+	})
+
+	t.Run("reconnect", func(t *testing.T) {
+		var r struct {
+			Before    pageAnswer `json:"before"`
+			Final     pageAnswer `json:"final"`
+			Sentences [][][2]any `json:"sentences"`
+			Resumed   pageAnswer `json:"resumed"`
+			PageStats struct {
+				Received map[string]int `json:"received"`
+				Applied  map[string]int `json:"applied"`
+			} `json:"pageStats"`
+			Packets []testenv.CapturedPacket `json:"packets"`
+			Shots   []string                 `json:"shots"`
+		}
+		replayedBefore := metric(t, url, "alicia_room_envelopes_replayed_total")
+		testenv.Browser(t, context.Background(), "web-client.mjs", input("dan", "reconnect"), &r)
+		// What the page missed while it was offline reached it by replay.
+		if replayed := metric(t, url, "alicia_room_envelopes_replayed_total") - replayedBefore; replayed == 0 {
+			t.Error("the server replayed nothing after the drop")
+		}
+		t.Logf("screenshots: %v", r.Shots)
+		if r.Before.Done || words(r.Before.Text) == longAnswer {
+			t.Fatalf("the connection dropped after the answer was complete: %+v", r.Before)
+		}
+		if words(r.Final.Text) != longAnswer {
+			t.Errorf("after the drop the answer reads %q\nwant %q", r.Final.Text, longAnswer)
+		}
+		if len(r.Sentences) != 1 {
+			t.Fatalf("the question has %d answers, want one", len(r.Sentences))
+		}
+		seqs := map[float64]bool{}
+		for _, kv := range r.Sentences[0] {
+			seqs[kv[0].(float64)] = true
+		}
+		for i := 1; i <= len(seqs); i++ {
+			if !seqs[float64(i)] {
+				t.Errorf("sentence %d is missing from %v", i, seqs)
+			}
+		}
+		if words(r.Resumed.Text) != longAnswer {
+			t.Errorf("after a resumed connection the answer reads %q", r.Resumed.Text)
+		}
+		t.Logf("sentences received %d, applied %d", r.PageStats.Received["16"], r.PageStats.Applied["16"])
+		// The page asked for what it missed: a second Configuration with
+		// the last stanza it saw, answered by a replay.
+		var resumed bool
+		for _, e := range envelopes(t, r.Packets, "out") {
+			if c, ok := e.Body.(*wire.Configuration); ok && c.LastSequenceSeen > 0 {
+				resumed = true
+			}
+		}
+		if !resumed {
+			t.Error("the page never resumed with lastSequenceSeen")
+		}
+	})
+}
