@@ -3,6 +3,7 @@ package storage_test
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,8 +13,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
 
 	"github.com/alicia-voice/alicia/internal/testenv"
+	"github.com/alicia-voice/alicia/migrations"
 	"github.com/alicia-voice/alicia/reasoning"
 	"github.com/alicia-voice/alicia/storage"
 )
@@ -81,7 +85,7 @@ func TestMigrateUpDownUp(t *testing.T) {
 	// The schema does better than the reference table on each weakness.
 	var unique, convIndex, userIndex bool
 	err = c.QueryRow(ctx, `SELECT
-		EXISTS (SELECT 1 FROM pg_indexes WHERE tablename = 'alicia_reasoning_steps' AND indexdef LIKE '%UNIQUE%(message_id, step_index)%'),
+		EXISTS (SELECT 1 FROM pg_indexes WHERE tablename = 'alicia_reasoning_steps' AND indexdef LIKE '%UNIQUE%(conversation_id, message_id, step_index)%'),
 		EXISTS (SELECT 1 FROM pg_indexes WHERE tablename = 'alicia_reasoning_steps' AND indexdef LIKE '%(conversation_id, created_at, step_index)%'),
 		EXISTS (SELECT 1 FROM pg_indexes WHERE tablename = 'alicia_reasoning_steps' AND indexdef LIKE '%(previous_id, step_index)%')`).Scan(&unique, &convIndex, &userIndex)
 	if err != nil || !unique || !convIndex || !userIndex {
@@ -365,4 +369,46 @@ func TestSaturationIsReportedAndNothingIsLost(t *testing.T) {
 	}
 	flush(t, p)
 	assertExactlyOnce(t, cluster.URL, sent)
+}
+
+// The migration that keys messages by conversation keeps the rows written
+// under the old schema, their steps included.
+func TestMessagesPerConversationMigrationKeepsData(t *testing.T) {
+	url := testenv.Database(t)
+	ctx := context.Background()
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	provider, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := provider.UpTo(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.ExecContext(ctx, `
+		INSERT INTO alicia_conversations (id, owner_identity) VALUES ('old', 'alice');
+		INSERT INTO alicia_messages (id, conversation_id, role, content, created_at) VALUES ('m1', 'old', 'user', 'kept question', now());
+		INSERT INTO alicia_messages (id, conversation_id, previous_id, role, content, created_at) VALUES ('a1', 'old', 'm1', 'assistant', 'kept answer', now() + interval '1 ms');
+		INSERT INTO alicia_reasoning_steps (id, conversation_id, message_id, previous_id, step_index, content, started_at, created_at)
+			VALUES ('s1', 'old', 'a1', 'm1', 1, 'kept thought', now(), now())`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := provider.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := open(t, url, storage.ReasoningPlain, nil)
+	turn(p, "new", "bob", 1, 1, func(i, j int) string { return "new thought" })
+	p.SaveMessage(storage.Message{ID: "m1", ConversationID: "new", Role: "user", Content: "same id, other conversation"})
+	flush(t, p)
+	h, err := open(t, url, storage.ReasoningPlain, nil).History(ctx, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 2 || h[0].Content != "kept question" || h[1].Content != "kept answer" || len(h[1].Steps) != 1 || h[1].Steps[0].Content != "kept thought" {
+		t.Fatalf("old conversation after the migration: %+v", h)
+	}
 }
