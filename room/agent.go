@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -30,7 +31,11 @@ type Config struct {
 	// TokenSecret protects POST /v1/token; empty means the API secret.
 	TokenSecret string // ALICIA_TOKEN_SECRET
 	// MaxSessions is the capacity reported to LiveKit as load.
-	MaxSessions int
+	MaxSessions int // ALICIA_MAX_SESSIONS
+	// TargetLoad is the livekit-server's agents.target_load (LiveKit's
+	// default 0.7): LiveKit dispatches no job to a worker whose load has
+	// reached it, so MaxSessions conversations are reported as this load.
+	TargetLoad float64 // ALICIA_LIVEKIT_TARGET_LOAD
 	// EmptyTimeout: how long the bot stays once every user has left.
 	EmptyTimeout time.Duration
 }
@@ -50,13 +55,19 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.AgentName, "agent-name", env("ALICIA_AGENT_NAME", "alicia"), "agent name LiveKit dispatches (ALICIA_AGENT_NAME)")
 	fs.StringVar(&c.HTTPAddr, "http-addr", env("ALICIA_HTTP_ADDR", "127.0.0.1:8080"), "address of the HTTP API (ALICIA_HTTP_ADDR)")
 	fs.StringVar(&c.TokenSecret, "token-secret", env("ALICIA_TOKEN_SECRET", ""), "shared secret for POST /v1/token; default: the API secret (ALICIA_TOKEN_SECRET)")
-	fs.IntVar(&c.MaxSessions, "max-sessions", 500, "conversations this process takes before it reports itself full")
+	maxSessions, _ := strconv.Atoi(env("ALICIA_MAX_SESSIONS", "500"))
+	fs.IntVar(&c.MaxSessions, "max-sessions", maxSessions, "conversations this process takes before it reports itself full (ALICIA_MAX_SESSIONS)")
+	targetLoad, _ := strconv.ParseFloat(env("ALICIA_LIVEKIT_TARGET_LOAD", "0.7"), 64)
+	fs.Float64Var(&c.TargetLoad, "livekit-target-load", targetLoad, "the livekit-server's agents.target_load: the load at which LiveKit stops dispatching (ALICIA_LIVEKIT_TARGET_LOAD)")
 	fs.DurationVar(&c.EmptyTimeout, "empty-timeout", 30*time.Second, "how long the bot stays in a room nobody is in")
 }
 
 func (c *Config) withDefaults() {
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = 500
+	}
+	if c.TargetLoad <= 0 || c.TargetLoad > 1 {
+		c.TargetLoad = 0.7
 	}
 	if c.EmptyTimeout <= 0 {
 		c.EmptyTimeout = 30 * time.Second
@@ -141,10 +152,15 @@ func (a *Agent) Run(ctx context.Context) {
 	a.wg.Wait()
 }
 
-func (a *Agent) load() (float32, uint32) {
+// load is what the worker reports. LiveKit weighs workers by how far
+// their load is below its target load and gives nothing to one at the
+// target, so the share of MaxSessions in use is scaled to the target:
+// the last conversation of the maximum is still dispatched here.
+func (a *Agent) load() (load float32, jobs uint32, full bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return float32(len(a.jobs)) / float32(a.cfg.MaxSessions), uint32(len(a.jobs))
+	n := len(a.jobs)
+	return float32(float64(min(n, a.cfg.MaxSessions)) / float64(a.cfg.MaxSessions) * a.cfg.TargetLoad), uint32(n), n >= a.cfg.MaxSessions
 }
 
 func (a *Agent) available(*livekit.Job) bool {
@@ -153,6 +169,9 @@ func (a *Agent) available(*livekit.Job) bool {
 	ok := !a.draining && len(a.jobs) < a.cfg.MaxSessions
 	if !ok {
 		a.metrics.jobs.WithLabelValues("refused").Inc()
+		if !a.draining {
+			a.log.Warn("worker full: a room was refused", "sessions", len(a.jobs), "max_sessions", a.cfg.MaxSessions)
+		}
 	}
 	return ok
 }
@@ -168,6 +187,11 @@ func (a *Agent) assign(lj *livekit.Job, token string) {
 	}
 	j := &job{id: lj.Id, room: lj.Room.GetName(), ended: make(chan struct{})}
 	a.jobs[j.id] = j
+	if len(a.jobs) == a.cfg.MaxSessions {
+		// LiveKit sends no more rooms here until one ends: say why.
+		a.log.Warn("worker full: no more rooms until a conversation ends; raise ALICIA_MAX_SESSIONS or start another process",
+			"sessions", len(a.jobs), "max_sessions", a.cfg.MaxSessions)
+	}
 	a.mu.Unlock()
 	a.metrics.jobs.WithLabelValues("accepted").Inc()
 	a.worker.loadChanged()
