@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,9 +106,25 @@ func TestLiveKitServerDiesWithAKilledAlicia(t *testing.T) {
 	}
 }
 
-// Ctrl-C is the normal way to stop: exit status 0, nothing left behind.
+// Ctrl-C is the normal way to stop, here after a one-question session:
+// exit status 0, nothing left behind, and at the default info level the
+// log holds no line of the LiveKit SDK's or pion's routine.
 func TestCtrlCExitsCleanly(t *testing.T) {
 	cmd, out, lk := startServeProcess(t)
+	m := waitFor(t, out, "the chat command", regexp.MustCompile(`alicia chat -api (\S+) -secret (\S+)`))
+	stdinR, stdinW := io.Pipe()
+	var chatOut syncBuffer
+	chatted := make(chan error, 1)
+	go func() {
+		chatted <- runChat(context.Background(), []string{"-api", m[1], "-secret", m[2]}, stdinR, &chatOut, io.Discard)
+	}()
+	waitFor(t, &chatOut, "the prompt", regexp.MustCompile(`Joined conv_`))
+	_, _ = io.WriteString(stdinW, "hello there\n")
+	waitFor(t, &chatOut, "the answer", regexp.MustCompile(`(?s)You said: "hello there".*\n> `))
+	stdinW.Close()
+	if err := <-chatted; err != nil {
+		t.Fatalf("chat: %v", err)
+	}
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
 	}
@@ -127,4 +144,9 @@ func TestCtrlCExitsCleanly(t *testing.T) {
 	if !gone(lk, 10*time.Second) {
 		t.Fatalf("livekit-server %d still runs after alicia stopped\n%s", lk, out.String())
 	}
+	log := out.String()
+	if strings.Contains(log, "join plan") || strings.Contains(log, `"level"=`) || strings.Contains(log, "level=DEBUG") {
+		t.Fatalf("SDK debug lines in the log at info level:\n%s", log)
+	}
+	t.Logf("%d log lines for a one-question session and its stop", strings.Count(log, "\n"))
 }

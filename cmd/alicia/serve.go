@@ -33,10 +33,16 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	system := fs.String("system", envOr("ALICIA_SYSTEM_PROMPT", "You are Alicia, a helpful voice assistant. Answer briefly."), "system prompt (ALICIA_SYSTEM_PROMPT)")
 	aguiPath := fs.String("agui-path", envOr("ALICIA_AGUI_PATH", "/agui"), "path of the AG-UI endpoint (ALICIA_AGUI_PATH)")
 	thinking := fs.Bool("thinking", os.Getenv("ALICIA_THINKING") != "off", "let the model reason before answering (ALICIA_THINKING=off disables)")
+	logLevel := fs.String("log-level", envOr("ALICIA_LOG_LEVEL", "info"), "debug, info, warn or error; the LiveKit SDK's routine lines are debug (ALICIA_LOG_LEVEL)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("-log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	room.RouteSDKLogs(log)
 	if cfg.LiveKitURL == "" {
 		// No LiveKit server given: run one for this process.
 		dir, err := os.MkdirTemp("", "alicia-livekit-")
