@@ -332,6 +332,13 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 				a.metrics.jobs.WithLabelValues("done").Inc()
 				return livekit.JobStatus_JS_SUCCESS, ""
 			}
+			if room.DisconnectReason() == livekit.DisconnectReason_ROOM_DELETED {
+				// An operator deleted the room (RoomService DeleteRoom): a
+				// new dispatch would create it again.
+				log.Info("the room was deleted; leaving it deleted")
+				a.metrics.jobs.WithLabelValues("done").Inc()
+				return livekit.JobStatus_JS_SUCCESS, "room deleted"
+			}
 			log.Warn("lost the room", "reason", reason)
 			a.metrics.jobs.WithLabelValues("failed").Inc()
 			a.redispatch(j.room)

@@ -1,11 +1,17 @@
 package room
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/livekit/protocol/livekit"
+	lksdk "github.com/livekit/server-sdk-go/v2"
 
 	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/storage"
@@ -60,4 +66,43 @@ func TestConfiguredMaximumIsReachable(t *testing.T) {
 	}
 	load, jobs, full := e.agent.load()
 	t.Logf("reported at the maximum: load %.2f, %d jobs, full %v", load, jobs, full)
+}
+
+// A room deleted through RoomService stays deleted: the bot leaves and
+// asks for no new dispatch, which would create the room again.
+func TestDeletedRoomStaysDeleted(t *testing.T) {
+	lk := testenv.StartLiveKit(t)
+	e := startAgent(t, lk, storage.NewMemory(storage.ReasoningPlain))
+	const room = "conv_deleted"
+	greeted(t, e, room, "user")
+	sessions := e.agent.Sessions()
+	if len(sessions) != 1 {
+		t.Fatalf("%d sessions", len(sessions))
+	}
+	bot := sessions[0]
+	rooms := lksdk.NewRoomServiceClient(lk.URL, lk.APIKey, lk.APISecret)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := rooms.DeleteRoom(ctx, &livekit.DeleteRoomRequest{Room: room}); err != nil {
+		t.Fatal(err)
+	}
+	// The bot's job has ended (and with it any dispatch it asked for).
+	for slices.Contains(e.agent.Sessions(), bot) {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the bot's session outlived its deleted room")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	list, err := rooms.ListRooms(ctx, &livekit.ListRoomsRequest{Names: []string{room}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Rooms) != 0 {
+		t.Fatalf("the deleted room is back: %v", list.Rooms)
+	}
+	dispatches, err := lksdk.NewAgentDispatchServiceClient(lk.URL, lk.APIKey, lk.APISecret).ListDispatch(ctx, &livekit.ListAgentDispatchRequest{Room: room})
+	if err == nil && len(dispatches.AgentDispatches) != 0 {
+		t.Fatalf("a dispatch to the deleted room: %v", dispatches.AgentDispatches)
+	}
 }
