@@ -207,6 +207,11 @@ func (a *Agent) assign(lj *livekit.Job, token string) {
 	}()
 }
 
+// AgentStateAttribute is the participant attribute in which LiveKit
+// agents publish their state (initializing, listening, thinking,
+// speaking), as LiveKit's client components read it.
+const AgentStateAttribute = "lk.agent.state"
+
 // runJob is one room's life: join, serve the conversation, leave.
 func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	log := a.log.With("room", j.room, "job", j.id)
@@ -292,6 +297,11 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	_ = room.RegisterByteStreamHandler(Topic, func(r *lksdk.ByteStreamReader, identity string) {
 		sess.receive(identity, readStream(r))
 	})
+	// livekit-server announces a participant that publishes no track
+	// only in the room's batched updates, every 3 s; an attribute change
+	// is announced at once. The agent state is what LiveKit's client
+	// components read anyway.
+	room.LocalParticipant.SetAttributes(map[string]string{AgentStateAttribute: "listening"})
 	// Users already in the room get the handshake now, so that nobody
 	// depends on who came first.
 	joined := time.Now()
