@@ -412,3 +412,44 @@ func TestMessagesPerConversationMigrationKeepsData(t *testing.T) {
 		t.Fatalf("old conversation after the migration: %+v", h)
 	}
 }
+
+// Two processes on one database: a preference changed through one is
+// what the other serves next, although it had the old value cached.
+func TestPreferenceChangeReachesAnotherProcess(t *testing.T) {
+	url := testenv.Database(t)
+	ctx := context.Background()
+	a, b := open(t, url, storage.ReasoningPlain, nil), open(t, url, storage.ReasoningPlain, nil)
+	if err := a.SetMode(ctx, "alice", reasoning.ModeSummary); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*storage.Postgres{a, b} {
+		if err := eventually(func() bool { m, _ := s.Mode(ctx, "alice"); return m == reasoning.ModeSummary }); err != nil {
+			t.Fatalf("first value: %v", err)
+		}
+	}
+	// Both now serve "summary" from memory; b changes it twice.
+	for _, want := range []reasoning.Mode{reasoning.ModeFull, reasoning.ModeOff} {
+		start := time.Now()
+		if err := b.SetMode(ctx, "alice", want); err != nil {
+			t.Fatal(err)
+		}
+		if err := eventually(func() bool { m, _ := a.Mode(ctx, "alice"); return m == want }); err != nil {
+			m, _ := a.Mode(ctx, "alice")
+			t.Fatalf("process a still serves %s after b set %s", m, want)
+		}
+		t.Logf("process a serves %s %v after b set it", want, time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// eventually polls cond for up to 10 s: the change travels through the
+// other store's write queue and a notification.
+func eventually(cond func() bool) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not within 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}

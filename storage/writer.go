@@ -257,6 +257,8 @@ func queue(b *pgx.Batch, r *record) {
 			ON CONFLICT (identity) DO UPDATE SET reasoning_mode = excluded.reasoning_mode, updated_at = excluded.updated_at
 			WHERE alicia_user_preferences.updated_at <= excluded.updated_at`,
 			r.pref.identity, r.pref.mode, r.enqueued)
+		// Delivered at commit: every process drops its cached copy.
+		b.Queue(`SELECT pg_notify('`+preferencesChannel+`', $1)`, r.pref.identity)
 	}
 }
 
