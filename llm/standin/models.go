@@ -141,7 +141,7 @@ func (s *Server) serveProps(w http.ResponseWriter) {
 		{"model_path", "/models/" + path.Base(weights) + "-Q4_K_M.gguf"},
 		{"modalities", obj{{"vision", false}, {"audio", false}}},
 		{"chat_template", tmpl},
-		{"bos_token", ","},
+		{"bos_token", ""},
 		{"eos_token", "<|im_end|>"},
 		{"build_info", "b9500-abc1234"},
 	})
