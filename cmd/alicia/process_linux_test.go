@@ -150,3 +150,41 @@ func TestCtrlCExitsCleanly(t *testing.T) {
 	}
 	t.Logf("%d log lines for a one-question session and its stop", strings.Count(log, "\n"))
 }
+
+// The newcomer's start command, stopped with Ctrl-C as a terminal sends
+// it (SIGINT to the whole foreground process group), exits with status 0.
+func TestStartScriptCtrlCExitsZero(t *testing.T) {
+	if _, err := lkserver.Binary(); err != nil {
+		testenv.StartLiveKit(t) // fails (or skips) with the reason
+	}
+	cmd := exec.Command(filepath.Join(testenv.RepoRoot(), "scripts", "start"), "-http-addr", "127.0.0.1:0")
+	cmd.Dir = testenv.RepoRoot()
+	env := []string{}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ALICIA_") || strings.HasPrefix(kv, "ALICIA_CACHE_DIR=") || strings.HasPrefix(kv, "ALICIA_LIVEKIT_SERVER=") {
+			env = append(env, kv)
+		}
+	}
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a terminal's foreground group
+	var out syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	waitFor(t, &out, "the serving banner", regexp.MustCompile(`Alicia serving`))
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatalf("scripts/start exited with %v after Ctrl-C\n%s", err, out.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("scripts/start did not stop within 30 s of Ctrl-C\n%s", out.String())
+	}
+}
