@@ -14,8 +14,8 @@ import (
 // aguiAgent talks to an AG-UI agent over HTTP: one RunAgentInput POST, an
 // SSE stream of events back.
 type aguiAgent struct {
-	http       httpBackend
-	forcedOpen bool
+	http httpBackend
+	know *modelKnowledge
 }
 
 type aguiInput struct {
@@ -272,7 +272,7 @@ func (r *aguiRun) apply(ev *aguiEvent) (done bool, fail *Error) {
 
 func (c *aguiAgent) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
 	return func(yield func(Event) bool) {
-		t := newTurn(req, "", c.forcedOpen)
+		t := newTurn(req, c.know)
 		t.explicitReasoning = true
 		post := func() (*stream, *Error) { return c.http.post(ctx, "", c.input(req), "text/event-stream") }
 		runStream(yield, t, post, func(s *stream, drain func() bool) *Error {

@@ -367,7 +367,9 @@ func TestBreakingOutClosesTheResponse(t *testing.T) {
 		}
 	}))
 	defer ts.Close()
-	client, _ := llm.New(llm.Config{Backend: "openai", URL: ts.URL + "/v1"})
+	// A model named as its weights: an unknown one would hold its answer
+	// until it shows whether the template opened the thinking.
+	client, _ := llm.New(llm.Config{Backend: "openai", URL: ts.URL + "/v1", Model: "Qwen/Qwen3-8B"})
 	for ev := range client.Stream(context.Background(), &llm.Request{Messages: user("hi")}) {
 		if ev.Kind == llm.EventText {
 			break

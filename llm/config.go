@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"net/http"
@@ -22,8 +23,10 @@ type Config struct {
 	// Flavor of an OpenAI-compatible server; empty means guessed from URL.
 	Flavor Flavor
 	// ThinkOpenInPrompt says the model's template opens <think> in the
-	// prompt, so that raw output has only "</think>". It is implied by
-	// model names of Qwen3 Thinking-2507 and Qwen3.5.
+	// prompt, so that raw output has only "</think>". Without it the
+	// client finds out: from the model's name (Qwen3 Thinking-2507,
+	// Qwen3.5), else by asking the backend what it serves, else from the
+	// first bare "</think>" the model writes.
 	ThinkOpenInPrompt bool
 	// IdleTimeout ends a stream that sends nothing for this long (no
 	// whole-request timeout exists). Default 60 s.
@@ -75,11 +78,23 @@ func New(c Config) (Client, error) {
 		default:
 			return nil, fmt.Errorf("llm: unknown flavor %q (generic, dashscope, ollama, openrouter)", flavor)
 		}
-		return &openAI{http: h, model: c.Model, flavor: flavor, forcedOpen: c.ThinkOpenInPrompt}, nil
+		o := &openAI{http: h, model: c.Model, flavor: flavor}
+		o.know = newModelKnowledge(c.ThinkOpenInPrompt, c.Model, probeOpenAI(&o.http, c.Model, flavor))
+		return o, nil
 	case "ollama":
-		return &ollamaNative{http: h, model: c.Model, forcedOpen: c.ThinkOpenInPrompt}, nil
+		o := &ollamaNative{http: h, model: c.Model}
+		o.know = newModelKnowledge(c.ThinkOpenInPrompt, c.Model, func(ctx context.Context) int32 {
+			return probeOllamaShow(ctx, &o.http, strings.TrimRight(o.http.baseURL, "/"), o.model)
+		})
+		return o, nil
 	case "agui":
-		return &aguiAgent{http: h, forcedOpen: c.ThinkOpenInPrompt}, nil
+		// An AG-UI agent labels reasoning itself; only configuration
+		// says otherwise.
+		know := newModelKnowledge(c.ThinkOpenInPrompt, "", nil)
+		if !c.ThinkOpenInPrompt {
+			know.state.Store(thinkPlain)
+		}
+		return &aguiAgent{http: h, know: know}, nil
 	}
 	return nil, fmt.Errorf("llm: unknown backend %q (openai, ollama, agui)", c.Backend)
 }

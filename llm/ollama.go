@@ -14,9 +14,9 @@ import (
 // think switch, message.thinking, and tool calls whose arguments are
 // objects.
 type ollamaNative struct {
-	http       httpBackend
-	model      string
-	forcedOpen bool
+	http  httpBackend
+	model string
+	know  *modelKnowledge
 }
 
 type olRequest struct {
@@ -91,7 +91,8 @@ type olLine struct {
 
 func (c *ollamaNative) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
 	return func(yield func(Event) bool) {
-		t := newTurn(req, c.model, c.forcedOpen)
+		c.know.ensure(ctx)
+		t := newTurn(req, c.know)
 		post := func() (*stream, *Error) { return c.http.post(ctx, "/api/chat", c.request(req), "application/x-ndjson") }
 		runStream(yield, t, post, func(s *stream, drain func() bool) *Error {
 			r := bufio.NewReaderSize(s, 32<<10)

@@ -25,10 +25,10 @@ const (
 )
 
 type openAI struct {
-	http       httpBackend
-	model      string
-	flavor     Flavor
-	forcedOpen bool
+	http   httpBackend
+	model  string
+	flavor Flavor
+	know   *modelKnowledge
 }
 
 type oaRequest struct {
@@ -267,7 +267,8 @@ var doneMarker = []byte("[DONE]")
 
 func (c *openAI) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
 	return func(yield func(Event) bool) {
-		t := newTurn(req, c.model, c.forcedOpen)
+		c.know.ensure(ctx)
+		t := newTurn(req, c.know)
 		post := func() (*stream, *Error) {
 			return c.http.post(ctx, "/chat/completions", c.request(req), "text/event-stream")
 		}

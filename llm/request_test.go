@@ -16,6 +16,11 @@ func captureRequest(t *testing.T, cfg llm.Config, req *llm.Request) map[string]a
 	t.Helper()
 	var body map[string]any
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || strings.HasSuffix(r.URL.Path, "/api/show") {
+			// The client asking what model is served: this server cannot say.
+			http.NotFound(w, r)
+			return
+		}
 		raw, _ := io.ReadAll(r.Body)
 		if err := json.Unmarshal(raw, &body); err != nil {
 			t.Errorf("request is not JSON: %s", raw)

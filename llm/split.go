@@ -32,6 +32,12 @@ const (
 	pieceReasoning pieceKind = iota
 	pieceText
 	pieceToolCall
+	// pieceOpenTag: content opened <think> itself, so the template did
+	// not (pieces of this kind and the next carry no text).
+	pieceOpenTag
+	// pieceBareClose: </think> in answer text with no <think> before it:
+	// the template opened the thinking, and what came before was reasoning.
+	pieceBareClose
 )
 
 type piece struct {
@@ -109,10 +115,16 @@ func (s *splitter) onTag(tag string, out []piece) []piece {
 	switch tag {
 	case tagThink:
 		if !s.reasoningOnly {
+			if s.mode == modeAnswer {
+				out = append(out, piece{kind: pieceOpenTag})
+			}
 			s.mode = modeReasoning
 		}
 	case tagThinkEnd:
 		if !s.reasoningOnly {
+			if s.mode == modeAnswer {
+				out = append(out, piece{kind: pieceBareClose})
+			}
 			s.mode = modeAnswer
 		}
 	case tagToolCall:
@@ -152,7 +164,7 @@ func (s *splitter) emit(text string, out []piece) []piece {
 }
 
 func appendPiece(out []piece, kind pieceKind, text string) []piece {
-	if n := len(out); n > 0 && out[n-1].kind == kind && kind != pieceToolCall {
+	if n := len(out); n > 0 && out[n-1].kind == kind && kind <= pieceText {
 		out[n-1].text += text
 		return out
 	}

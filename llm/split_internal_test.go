@@ -8,7 +8,7 @@ import (
 // feedAll runs text through a turn in the given pieces and returns the
 // coalesced reasoning, answer and tool calls.
 func feedAll(parts []string, forcedOpen bool) (reasoning, answer string, calls []string) {
-	t := newTurn(&Request{Thinking: true}, "", forcedOpen)
+	t := newTurn(&Request{Thinking: true}, newModelKnowledge(forcedOpen, "Qwen3-8B", nil))
 	for _, p := range parts {
 		t.contentText(p)
 	}

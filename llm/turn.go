@@ -25,6 +25,13 @@ type turn struct {
 	// it is reasoning only if an answer or tool call follows.
 	heldReasoning []Event
 
+	// know is what the client knows of its model's template. While it
+	// is unknown the answer is tentative: text is held in heldAnswer
+	// until a tag or the end of the turn tells whether it was reasoning.
+	know       *modelKnowledge
+	tentative  bool
+	heldAnswer strings.Builder
+
 	answerStarted bool
 	calls         []ToolCall
 	usage         *Usage
@@ -32,15 +39,39 @@ type turn struct {
 	scratch       []piece
 }
 
-func newTurn(req *Request, model string, forcedOpen bool) *turn {
-	t := &turn{thinking: req.Thinking}
+func newTurn(req *Request, know *modelKnowledge) *turn {
+	t := &turn{thinking: req.Thinking, know: know}
 	t.reasoning.reasoningOnly = true
-	// Qwen3 Thinking-2507 and Qwen3.5 templates open <think> in the
-	// prompt, so raw output has only the closing tag.
-	if forcedOpen || opensThinkInPrompt(model) {
+	switch know.get() {
+	case thinkOpens:
+		// Qwen3 Thinking-2507 and Qwen3.5 templates open <think> in
+		// the prompt, so raw output has only the closing tag.
 		t.content.mode = modeReasoning
+	case thinkUnknown:
+		t.tentative = true
 	}
 	return t
+}
+
+// decide ends a tentative answer: the held text was the answer, or it was
+// reasoning before a bare </think>.
+func (t *turn) decide(wasReasoning bool) {
+	if !t.tentative {
+		return
+	}
+	t.tentative = false
+	held := t.heldAnswer.String()
+	t.heldAnswer.Reset()
+	if held == "" {
+		return
+	}
+	if wasReasoning {
+		t.pending = append(t.pending, Event{Kind: EventReasoning, Text: held})
+		// The real answer starts after </think>, with its own "\n\n".
+		t.answerStarted = false
+		return
+	}
+	t.pending = append(t.pending, Event{Kind: EventText, Text: held})
 }
 
 // opensThinkInPrompt reports the models whose chat template ends the
@@ -57,6 +88,8 @@ func (t *turn) reasoningField(text, messageID string) {
 	}
 	if !t.sawReasoningField {
 		t.sawReasoningField = true
+		// A parsing server splits reasoning itself: its content is answer.
+		t.decide(false)
 		if !t.content.fed {
 			// A parsing server: content is answer, whatever the model.
 			t.content.mode = modeAnswer
@@ -88,6 +121,14 @@ func (t *turn) apply(pieces []piece, messageID string, fromField bool) {
 			t.text(p.text)
 		case pieceToolCall:
 			t.toolCall(p.call)
+		case pieceOpenTag:
+			t.know.learn(thinkPlain)
+			t.decide(false)
+		case pieceBareClose:
+			// Proof that the template opens the thinking, whatever the
+			// model's name or the backend said: remembered from now on.
+			t.know.learn(thinkOpens)
+			t.decide(true)
 		}
 	}
 }
@@ -102,6 +143,10 @@ func (t *turn) text(s string) {
 		}
 		t.releaseHeld()
 		t.answerStarted = true
+	}
+	if t.tentative {
+		t.heldAnswer.WriteString(s)
+		return
 	}
 	t.pending = append(t.pending, Event{Kind: EventText, Text: s})
 }
@@ -150,6 +195,15 @@ func (t *turn) flush() {
 // finish ends the turn: held text, tool calls, usage, then the finish.
 func (t *turn) finish(reason FinishReason) {
 	t.flush()
+	if t.tentative && t.heldAnswer.Len() > 0 && reason != FinishLength && reason != FinishContentFilter {
+		// A model that opens its thinking in the template always closes
+		// it before it finishes: a whole turn without </think> is an
+		// answer, and this model's template does not open <think>.
+		t.know.learn(thinkPlain)
+	}
+	// A turn cut short before any </think> may have been reasoning: it is
+	// not spoken as an answer.
+	t.decide(reason == FinishLength || reason == FinishContentFilter)
 	for i := range t.calls {
 		t.pending = append(t.pending, Event{Kind: EventToolCall, ToolCall: &t.calls[i]})
 	}
@@ -170,6 +224,7 @@ func (t *turn) finish(reason FinishReason) {
 // dropped: running half a call would be wrong.
 func (t *turn) fail(err *Error) {
 	t.flush()
+	t.decide(true)
 	t.pending = append(t.pending, Event{Kind: EventError, Err: err})
 }
 

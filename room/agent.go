@@ -30,7 +30,11 @@ type Config struct {
 	// TokenSecret protects POST /v1/token; empty means the API secret.
 	TokenSecret string // ALICIA_TOKEN_SECRET
 	// MaxSessions is the capacity reported to LiveKit as load.
-	MaxSessions int
+	MaxSessions int // ALICIA_MAX_SESSIONS
+	// TargetLoad is the livekit-server's agents.target_load (LiveKit's
+	// default 0.7): LiveKit dispatches no job to a worker whose load has
+	// reached it, so MaxSessions conversations are reported as this load.
+	TargetLoad float64 // ALICIA_LIVEKIT_TARGET_LOAD
 	// EmptyTimeout: how long the bot stays once every user has left.
 	EmptyTimeout time.Duration
 }
@@ -46,6 +50,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "address of the HTTP API")
 	fs.StringVar(&c.TokenSecret, "token-secret", "", "shared secret for POST /v1/token; default: the API secret")
 	fs.IntVar(&c.MaxSessions, "max-sessions", 500, "conversations this process takes before it reports itself full")
+	fs.Float64Var(&c.TargetLoad, "livekit-target-load", 0.7, "the livekit-server's agents.target_load: the load at which LiveKit stops dispatching")
 	fs.DurationVar(&c.EmptyTimeout, "empty-timeout", 30*time.Second, "how long the bot stays in a room nobody is in")
 }
 
@@ -59,6 +64,9 @@ var wellKnown = []string{"secret", "devkey", "devsecret", "apisecret", "changeme
 func (c *Config) Validate() error {
 	if c.MaxSessions <= 0 {
 		return fmt.Errorf("ALICIA_MAX_SESSIONS must be positive, not %d", c.MaxSessions)
+	}
+	if c.TargetLoad <= 0 || c.TargetLoad > 1 {
+		return fmt.Errorf("ALICIA_LIVEKIT_TARGET_LOAD must be in (0, 1], not %v", c.TargetLoad)
 	}
 	if c.LiveKitURL == "" {
 		return nil // serve starts its own livekit-server with fresh credentials
@@ -77,6 +85,9 @@ func (c *Config) Validate() error {
 func (c *Config) withDefaults() {
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = 500
+	}
+	if c.TargetLoad <= 0 || c.TargetLoad > 1 {
+		c.TargetLoad = 0.7
 	}
 	if c.EmptyTimeout <= 0 {
 		c.EmptyTimeout = 30 * time.Second
@@ -163,10 +174,15 @@ func (a *Agent) Run(ctx context.Context) {
 	a.wg.Wait()
 }
 
-func (a *Agent) load() (float32, uint32) {
+// load is what the worker reports. LiveKit weighs workers by how far
+// their load is below its target load and gives nothing to one at the
+// target, so the share of MaxSessions in use is scaled to the target:
+// the last conversation of the maximum is still dispatched here.
+func (a *Agent) load() (load float32, jobs uint32, full bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return float32(len(a.jobs)) / float32(a.cfg.MaxSessions), uint32(len(a.jobs))
+	n := len(a.jobs)
+	return float32(float64(min(n, a.cfg.MaxSessions)) / float64(a.cfg.MaxSessions) * a.cfg.TargetLoad), uint32(n), n >= a.cfg.MaxSessions
 }
 
 func (a *Agent) available(*livekit.Job) bool {
@@ -175,6 +191,9 @@ func (a *Agent) available(*livekit.Job) bool {
 	ok := !a.draining && len(a.jobs) < a.cfg.MaxSessions
 	if !ok {
 		a.metrics.jobs.WithLabelValues("refused").Inc()
+		if !a.draining {
+			a.log.Warn("worker full: a room was refused", "sessions", len(a.jobs), "max_sessions", a.cfg.MaxSessions)
+		}
 	}
 	return ok
 }
@@ -190,6 +209,11 @@ func (a *Agent) assign(lj *livekit.Job, token string) {
 	}
 	j := &job{id: lj.Id, room: lj.Room.GetName(), ended: make(chan struct{})}
 	a.jobs[j.id] = j
+	if len(a.jobs) == a.cfg.MaxSessions {
+		// LiveKit sends no more rooms here until one ends: say why.
+		a.log.Warn("worker full: no more rooms until a conversation ends; raise ALICIA_MAX_SESSIONS or start another process",
+			"sessions", len(a.jobs), "max_sessions", a.cfg.MaxSessions)
+	}
 	a.mu.Unlock()
 	a.metrics.jobs.WithLabelValues("accepted").Inc()
 	a.worker.loadChanged()
@@ -204,6 +228,11 @@ func (a *Agent) assign(lj *livekit.Job, token string) {
 		a.worker.jobStatus(j.id, status, reason)
 	}()
 }
+
+// AgentStateAttribute is the participant attribute in which LiveKit
+// agents publish their state (initializing, listening, thinking,
+// speaking), as LiveKit's client components read it.
+const AgentStateAttribute = "lk.agent.state"
 
 // runJob is one room's life: join, serve the conversation, leave.
 func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
@@ -277,6 +306,11 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	_ = room.RegisterByteStreamHandler(Topic, func(r *lksdk.ByteStreamReader, identity string) {
 		sess.receive(identity, readStream(r))
 	})
+	// livekit-server announces a participant that publishes no track
+	// only in the room's batched updates, every 3 s; an attribute change
+	// is announced at once. The agent state is what LiveKit's client
+	// components read anyway.
+	room.LocalParticipant.SetAttributes(map[string]string{AgentStateAttribute: "listening"})
 	// Users already in the room get the handshake now, so that nobody
 	// depends on who came first.
 	joined := time.Now()
@@ -315,6 +349,13 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 			if reason == lksdk.DuplicateIdentity || reason == lksdk.RoomClosed || reason == lksdk.LeaveRequested {
 				a.metrics.jobs.WithLabelValues("done").Inc()
 				return livekit.JobStatus_JS_SUCCESS, ""
+			}
+			if room.DisconnectReason() == livekit.DisconnectReason_ROOM_DELETED {
+				// An operator deleted the room (RoomService DeleteRoom): a
+				// new dispatch would create it again.
+				log.Info("the room was deleted; leaving it deleted")
+				a.metrics.jobs.WithLabelValues("done").Inc()
+				return livekit.JobStatus_JS_SUCCESS, "room deleted"
 			}
 			log.Warn("lost the room", "reason", reason)
 			a.metrics.jobs.WithLabelValues("failed").Inc()

@@ -94,8 +94,17 @@ type env struct {
 
 func startAgent(t *testing.T, lk *testenv.LiveKit, store storage.Store) *env {
 	t.Helper()
+	return startAgentWith(t, lk, store, nil, testLogger())
+}
+
+// startAgentWith starts an agent whose configuration change may adjust.
+func startAgentWith(t *testing.T, lk *testenv.LiveKit, store storage.Store, change func(*Config), log *slog.Logger) *env {
+	t.Helper()
 	cfg := Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-test", EmptyTimeout: 5 * time.Second}
-	a := NewAgent(cfg, store, NewMetrics(nil), openEcho, testLogger())
+	if change != nil {
+		change(&cfg)
+	}
+	a := NewAgent(cfg, store, NewMetrics(nil), openEcho, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &env{lk: lk, cfg: a.cfg, agent: a, stop: cancel, done: make(chan struct{})}
 	go func() {

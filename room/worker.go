@@ -29,8 +29,9 @@ type worker struct {
 	// available decides whether to take a job; assign starts it.
 	available func(job *livekit.Job) bool
 	assign    func(job *livekit.Job, token string)
-	// load reports the share of capacity in use (0..1) and the jobs held.
-	load func() (float32, uint32)
+	// load reports the load to show LiveKit, the jobs held, and whether
+	// no more can be taken.
+	load func() (float32, uint32, bool)
 
 	mu      sync.Mutex
 	conn    *websocket.Conn
@@ -182,10 +183,10 @@ func (w *worker) reportStatus(ctx context.Context) {
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
 	for {
-		load, jobs := w.load()
+		load, jobs, full := w.load()
 		w.mu.Lock()
 		status := livekit.WorkerStatus_WS_AVAILABLE
-		if w.full || load >= 1 {
+		if w.full || full {
 			status = livekit.WorkerStatus_WS_FULL
 		}
 		w.mu.Unlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/alicia-voice/alicia/reasoning"
 )
@@ -45,6 +46,13 @@ func (m *Memory) SaveConversation(c Conversation) {
 }
 
 func (m *Memory) SaveMessage(msg Message) {
+	// The same defaults as the database's.
+	if msg.CreatedAt.IsZero() {
+		msg.CreatedAt = time.Now()
+	}
+	if msg.Status == "" {
+		msg.Status = StatusComplete
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	list := m.messages[msg.ConversationID]

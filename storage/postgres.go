@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -66,9 +67,73 @@ type Postgres struct {
 	log    *slog.Logger
 
 	// Preferences are read on every reasoning step, so they are served
-	// from memory; the database is read once per identity.
-	prefMu sync.RWMutex
-	prefs  map[string]reasoning.Mode
+	// from memory, but the database stays the truth across processes:
+	// every committed change is announced on a channel that each store
+	// listens to (LISTEN/NOTIFY), and an entry is dropped when its
+	// identity's change is announced. While the listener is not
+	// connected nothing is cached (a missed announcement would leave a
+	// stale entry forever). epoch counts announcements, so that a read
+	// that raced one is not cached.
+	prefMu     sync.RWMutex
+	prefs      map[string]reasoning.Mode
+	epoch      atomic.Uint64
+	listening  atomic.Bool
+	stopListen context.CancelFunc
+	listenDone chan struct{}
+}
+
+// preferencesChannel announces the identity whose preference changed.
+const preferencesChannel = "alicia_preferences"
+
+// listen keeps a connection listening for preference changes until ctx
+// ends, reconnecting with backoff when it is lost.
+func (p *Postgres) listen(ctx context.Context) {
+	defer close(p.listenDone)
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := p.listenOnce(ctx)
+		p.listening.Store(false)
+		if ctx.Err() != nil {
+			return
+		}
+		p.log.Warn("preference change listener lost; not caching preferences until it is back", "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (p *Postgres) listenOnce(ctx context.Context) error {
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	// The connection is dedicated to LISTEN from now on: it never goes
+	// back to the pool.
+	pc := conn.Hijack()
+	defer pc.Close(context.Background())
+	if _, err := pc.Exec(ctx, "LISTEN "+preferencesChannel); err != nil {
+		return err
+	}
+	// Whatever was cached may have changed while nobody listened.
+	p.prefMu.Lock()
+	clear(p.prefs)
+	p.epoch.Add(1)
+	p.prefMu.Unlock()
+	p.listening.Store(true)
+	for {
+		n, err := pc.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		p.prefMu.Lock()
+		delete(p.prefs, n.Payload)
+		p.epoch.Add(1)
+		p.prefMu.Unlock()
+	}
 }
 
 // OpenPostgres connects, migrates and starts the writer.
@@ -87,7 +152,7 @@ func OpenPostgres(ctx context.Context, c Config) (*Postgres, error) {
 		pool.Close()
 		return nil, err
 	}
-	p := &Postgres{pool: pool, mode: c.Reasoning, log: c.Logger, prefs: map[string]reasoning.Mode{}}
+	p := &Postgres{pool: pool, mode: c.Reasoning, log: c.Logger, prefs: map[string]reasoning.Mode{}, listenDone: make(chan struct{})}
 	if c.Reasoning == ReasoningEncrypted {
 		if p.sealer, err = newSealer(c.Key); err != nil {
 			pool.Close()
@@ -95,6 +160,9 @@ func OpenPostgres(ctx context.Context, c Config) (*Postgres, error) {
 		}
 	}
 	p.w = newWriter(pool, c.Logger, c.QueueLimit, c.Registerer)
+	listenCtx, stop := context.WithCancel(context.Background())
+	p.stopListen = stop
+	go p.listen(listenCtx)
 	return p, nil
 }
 
@@ -205,6 +273,7 @@ func (p *Postgres) Mode(ctx context.Context, identity string) (reasoning.Mode, e
 	if ok {
 		return m, nil
 	}
+	epoch := p.epoch.Load()
 	var mode string
 	err := p.pool.QueryRow(ctx, `SELECT reasoning_mode FROM alicia_user_preferences WHERE identity = $1`, identity).Scan(&mode)
 	switch {
@@ -218,7 +287,7 @@ func (p *Postgres) Mode(ctx context.Context, identity string) (reasoning.Mode, e
 	p.prefMu.Lock()
 	if cur, ok := p.prefs[identity]; ok {
 		m = cur // a SetMode won the race
-	} else {
+	} else if p.listening.Load() && p.epoch.Load() == epoch {
 		p.prefs[identity] = m
 	}
 	p.prefMu.Unlock()
@@ -230,7 +299,11 @@ func (p *Postgres) SetMode(_ context.Context, identity string, m reasoning.Mode)
 		return fmt.Errorf("storage: invalid reasoning mode %q", m)
 	}
 	p.prefMu.Lock()
-	p.prefs[identity] = m
+	if p.listening.Load() {
+		p.prefs[identity] = m
+	} else {
+		delete(p.prefs, identity)
+	}
 	p.prefMu.Unlock()
 	p.w.enqueue(record{pref: &prefRow{identity: identity, mode: string(m)}})
 	return nil
@@ -350,6 +423,8 @@ func (p *Postgres) QueueLatency() (p50, p95 time.Duration) { return p.w.queueLat
 // Close flushes the queue until ctx ends, then closes the pool.
 func (p *Postgres) Close(ctx context.Context) error {
 	left := p.w.close(ctx)
+	p.stopListen()
+	<-p.listenDone
 	p.pool.Close()
 	if left > 0 {
 		return fmt.Errorf("storage: %d records unwritten at shutdown", left)

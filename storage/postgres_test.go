@@ -3,6 +3,7 @@ package storage_test
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
@@ -12,8 +13,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
 
 	"github.com/alicia-voice/alicia/internal/testenv"
+	"github.com/alicia-voice/alicia/migrations"
 	"github.com/alicia-voice/alicia/reasoning"
 	"github.com/alicia-voice/alicia/storage"
 )
@@ -81,7 +85,7 @@ func TestMigrateUpDownUp(t *testing.T) {
 	// The schema does better than the reference table on each weakness.
 	var unique, convIndex, userIndex bool
 	err = c.QueryRow(ctx, `SELECT
-		EXISTS (SELECT 1 FROM pg_indexes WHERE tablename = 'alicia_reasoning_steps' AND indexdef LIKE '%UNIQUE%(message_id, step_index)%'),
+		EXISTS (SELECT 1 FROM pg_indexes WHERE tablename = 'alicia_reasoning_steps' AND indexdef LIKE '%UNIQUE%(conversation_id, message_id, step_index)%'),
 		EXISTS (SELECT 1 FROM pg_indexes WHERE tablename = 'alicia_reasoning_steps' AND indexdef LIKE '%(conversation_id, created_at, step_index)%'),
 		EXISTS (SELECT 1 FROM pg_indexes WHERE tablename = 'alicia_reasoning_steps' AND indexdef LIKE '%(previous_id, step_index)%')`).Scan(&unique, &convIndex, &userIndex)
 	if err != nil || !unique || !convIndex || !userIndex {
@@ -365,4 +369,87 @@ func TestSaturationIsReportedAndNothingIsLost(t *testing.T) {
 	}
 	flush(t, p)
 	assertExactlyOnce(t, cluster.URL, sent)
+}
+
+// The migration that keys messages by conversation keeps the rows written
+// under the old schema, their steps included.
+func TestMessagesPerConversationMigrationKeepsData(t *testing.T) {
+	url := testenv.Database(t)
+	ctx := context.Background()
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	provider, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := provider.UpTo(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.ExecContext(ctx, `
+		INSERT INTO alicia_conversations (id, owner_identity) VALUES ('old', 'alice');
+		INSERT INTO alicia_messages (id, conversation_id, role, content, created_at) VALUES ('m1', 'old', 'user', 'kept question', now());
+		INSERT INTO alicia_messages (id, conversation_id, previous_id, role, content, created_at) VALUES ('a1', 'old', 'm1', 'assistant', 'kept answer', now() + interval '1 ms');
+		INSERT INTO alicia_reasoning_steps (id, conversation_id, message_id, previous_id, step_index, content, started_at, created_at)
+			VALUES ('s1', 'old', 'a1', 'm1', 1, 'kept thought', now(), now())`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := provider.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p := open(t, url, storage.ReasoningPlain, nil)
+	turn(p, "new", "bob", 1, 1, func(i, j int) string { return "new thought" })
+	p.SaveMessage(storage.Message{ID: "m1", ConversationID: "new", Role: "user", Content: "same id, other conversation"})
+	flush(t, p)
+	h, err := open(t, url, storage.ReasoningPlain, nil).History(ctx, "old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 2 || h[0].Content != "kept question" || h[1].Content != "kept answer" || len(h[1].Steps) != 1 || h[1].Steps[0].Content != "kept thought" {
+		t.Fatalf("old conversation after the migration: %+v", h)
+	}
+}
+
+// Two processes on one database: a preference changed through one is
+// what the other serves next, although it had the old value cached.
+func TestPreferenceChangeReachesAnotherProcess(t *testing.T) {
+	url := testenv.Database(t)
+	ctx := context.Background()
+	a, b := open(t, url, storage.ReasoningPlain, nil), open(t, url, storage.ReasoningPlain, nil)
+	if err := a.SetMode(ctx, "alice", reasoning.ModeSummary); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*storage.Postgres{a, b} {
+		if err := eventually(func() bool { m, _ := s.Mode(ctx, "alice"); return m == reasoning.ModeSummary }); err != nil {
+			t.Fatalf("first value: %v", err)
+		}
+	}
+	// Both now serve "summary" from memory; b changes it twice.
+	for _, want := range []reasoning.Mode{reasoning.ModeFull, reasoning.ModeOff} {
+		start := time.Now()
+		if err := b.SetMode(ctx, "alice", want); err != nil {
+			t.Fatal(err)
+		}
+		if err := eventually(func() bool { m, _ := a.Mode(ctx, "alice"); return m == want }); err != nil {
+			m, _ := a.Mode(ctx, "alice")
+			t.Fatalf("process a still serves %s after b set %s", m, want)
+		}
+		t.Logf("process a serves %s %v after b set it", want, time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// eventually polls cond for up to 10 s: the change travels through the
+// other store's write queue and a notification.
+func eventually(cond func() bool) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not within 10 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
 }

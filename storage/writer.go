@@ -233,7 +233,7 @@ func queue(b *pgx.Batch, r *record) {
 		m := r.msg
 		b.Queue(`INSERT INTO alicia_messages (id, conversation_id, previous_id, role, content, status, variant_of, replaced_by_id, created_at, updated_at)
 			VALUES ($1, $2, nullif($3, ''), $4, $5, $6, nullif($7, ''), nullif($8, ''), $9, $10)
-			ON CONFLICT (id) DO UPDATE SET content = excluded.content, status = excluded.status,
+			ON CONFLICT (conversation_id, id) DO UPDATE SET content = excluded.content, status = excluded.status,
 				replaced_by_id = coalesce(excluded.replaced_by_id, alicia_messages.replaced_by_id), updated_at = excluded.updated_at`,
 			m.ID, m.ConversationID, m.PreviousID, m.Role, m.Content, m.Status, m.VariantOf, m.ReplacedByID, m.CreatedAt, r.enqueued)
 	case r.step != nil:
@@ -252,6 +252,8 @@ func queue(b *pgx.Batch, r *record) {
 			ON CONFLICT (identity) DO UPDATE SET reasoning_mode = excluded.reasoning_mode, updated_at = excluded.updated_at
 			WHERE alicia_user_preferences.updated_at <= excluded.updated_at`,
 			r.pref.identity, r.pref.mode, r.enqueued)
+		// Delivered at commit: every process drops its cached copy.
+		b.Queue(`SELECT pg_notify('`+preferencesChannel+`', $1)`, r.pref.identity)
 	}
 }
 
@@ -260,7 +262,7 @@ func describe(r record) string {
 	case r.conv != nil:
 		return "conversation " + r.conv.ID
 	case r.msg != nil:
-		return "message " + r.msg.ID
+		return "message " + r.msg.ConversationID + "/" + r.msg.ID
 	case r.step != nil:
 		return "reasoning step " + r.step.id
 	case r.env != nil:

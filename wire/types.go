@@ -190,7 +190,9 @@ type Commentary struct {
 
 // AssistantSentence (type 16) is one sentence of a streamed answer.
 // PreviousID is the StartAnswer's ID for every sentence; Sequence counts
-// from 1 and the last sentence has IsFinal set.
+// from 1 and the last sentence has IsFinal set. A sentence goes out on the
+// token that ends it, before the model has said whether more follows, so
+// the final one is often empty: it only closes the answer.
 type AssistantSentence struct {
 	ID             string `json:"id,omitempty"`
 	PreviousID     string `json:"previousId"`

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 
 	"github.com/peterbourgon/ff/v3"
@@ -27,6 +28,7 @@ type serveConfig struct {
 	SystemPrompt   string
 	AGUIPath       string
 	Thinking       string
+	LogLevel       slog.Level
 }
 
 func parseServeConfig(args []string, stderr io.Writer) (*serveConfig, error) {
@@ -54,6 +56,7 @@ func (c *serveConfig) flags() *flag.FlagSet {
 	fs.StringVar(&c.SystemPrompt, "system-prompt", "You are Alicia, a helpful voice assistant. Answer briefly.", "the model's system prompt")
 	fs.StringVar(&c.AGUIPath, "agui-path", "/agui", "path of the AG-UI endpoint")
 	fs.StringVar(&c.Thinking, "thinking", "on", "on: the model reasons before answering; off: it answers at once")
+	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "debug, info, warn or error; the LiveKit SDK's routine lines are debug")
 	fs.VisitAll(func(f *flag.Flag) { f.Usage += " (" + envName(f.Name) + ")" })
 	return fs
 }

@@ -31,7 +31,8 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		return err
 	}
 	cfg := sc.Room
-	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: sc.LogLevel}))
+	room.RouteSDKLogs(log)
 	if cfg.LiveKitURL == "" {
 		// No LiveKit server given: run one for this process.
 		dir, err := os.MkdirTemp("", "alicia-livekit-")
@@ -132,7 +133,7 @@ func envOr(k, d string) string {
 
 // startStandin serves the Qwen3 stand-in on a free local port.
 func startStandin(log *slog.Logger) (string, func(), error) {
-	base, srv, ln, err := standinServer("127.0.0.1:0", nil, standin.RealisticPacing, log)
+	base, srv, ln, err := standinServer("127.0.0.1:0", nil, standin.RealisticPacing, log, nil)
 	if err != nil {
 		return "", nil, err
 	}

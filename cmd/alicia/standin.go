@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/alicia-voice/alicia/llm/standin"
@@ -22,6 +23,15 @@ func runStandin(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 	dir := fs.String("scenarios", "", "a folder of scenario files (*.json); the default scenario answers anything")
 	ttft := fs.Duration("ttft", time.Duration(standin.RealisticPacing.TTFTMs*float64(time.Millisecond)), "time to the first token")
 	perToken := fs.Duration("token", time.Duration(standin.RealisticPacing.TokenMs*float64(time.Millisecond)), "time per token")
+	aliases := map[string]string{}
+	fs.Func("alias", "serve a model name as some weights, as vLLM's --served-model-name does: -alias assistant=Qwen/Qwen3-4B-Thinking-2507 (repeatable)", func(v string) error {
+		name, weights, ok := strings.Cut(v, "=")
+		if !ok || name == "" || weights == "" {
+			return errors.New("want name=weights")
+		}
+		aliases[name] = weights
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -34,7 +44,7 @@ func runStandin(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		}
 	}
 	pacing := standin.Pacing{TTFTMs: float64(*ttft) / float64(time.Millisecond), TokenMs: float64(*perToken) / float64(time.Millisecond), Jitter: standin.RealisticPacing.Jitter}
-	base, srv, ln, err := standinServer(*addr, scenarios, pacing, log)
+	base, srv, ln, err := standinServer(*addr, scenarios, pacing, log, aliases)
 	if err != nil {
 		return err
 	}
@@ -74,10 +84,13 @@ func runStandin(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 
 // standinServer builds the stand-in's HTTP server on addr (port 0 for a
 // free one) and returns its base URL; the caller serves ln.
-func standinServer(addr string, scenarios []standin.Scenario, pacing standin.Pacing, log *slog.Logger) (string, *http.Server, net.Listener, error) {
+func standinServer(addr string, scenarios []standin.Scenario, pacing standin.Pacing, log *slog.Logger, aliases map[string]string) (string, *http.Server, net.Listener, error) {
 	s, err := standin.New(scenarios, pacing, log)
 	if err != nil {
 		return "", nil, nil, err
+	}
+	for name, weights := range aliases {
+		s.Serve(name, weights)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -150,13 +151,27 @@ func (s *Server) Start() error {
 	}
 	cmd := exec.Command(s.bin, "--config", s.config)
 	cmd.Stdout, cmd.Stderr = s.Logs, s.Logs
-	// Its own process group, so that a stop reaches nothing else.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	// Its own process group, so that a stop reaches nothing else; and it
+	// dies with this process even when this one is killed (Linux).
+	cmd.SysProcAttr = childAttr()
+	started := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// The parent-death signal follows the thread that started the
+		// child, not the process: this goroutine keeps that thread for
+		// the child's whole life (it ends when the child has exited).
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		_ = cmd.Wait()
+	}()
+	if err := <-started; err != nil {
 		return err
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
 	s.cmd, s.done = cmd, done
 
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

@@ -264,6 +264,10 @@ func init() {
 	}
 	openAIProfiles["llamacpp"] = llamacpp("llamacpp", false)
 	openAIProfiles["llamacpp-legacy"] = llamacpp("llamacpp-legacy", true)
+	// --reasoning-format none: the model's tags stay in content.
+	none := llamacpp("llamacpp-none", false)
+	none.parser = false
+	openAIProfiles["llamacpp-none"] = none
 
 	ollama := func(name string, old bool) *openAIProfile {
 		p := &openAIProfile{
@@ -440,7 +444,7 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, prof *openA
 		return
 	}
 	thinking := prof.thinkingSwitch(&in)
-	model := strings.ToLower(in.Model)
+	model := strings.ToLower(s.weights(in.Model))
 	if prof.name == "dashscope" && !thinking && strings.Contains(model, "thinking") {
 		writeHTTPError(w, prof, http.StatusBadRequest, "The value of the enable_thinking parameter is restricted to True.")
 		return

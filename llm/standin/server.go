@@ -17,6 +17,7 @@
 //	/sglang/v1/…, /sglang-0.4/v1/…     SGLang (0.4 serialises every null key)
 //	/llamacpp/v1/…                     llama.cpp llama-server
 //	/llamacpp-legacy/v1/…              llama.cpp before #16109 (errors in an "error:" SSE field)
+//	/llamacpp-none/v1/…                llama.cpp with --reasoning-format none (inline tags)
 //	/ollama/v1/…, /ollama-0.32.5/v1/…  Ollama's OpenAI-compatible API
 //	/dashscope/v1/…                    DashScope compatible mode
 //	/openrouter/v1/…                   OpenRouter
@@ -28,7 +29,10 @@
 // weights: "…Instruct…" never thinks, "…Thinking…" and Qwen3.5 always
 // think and open <think> in the prompt, any other name is a 2504 hybrid
 // that thinks unless told not to (and writes an empty think block for
-// /no_think).
+// /no_think). Serve names an alias for some weights, as vLLM's
+// --served-model-name or an Ollama tag do; each profile then says what it
+// serves in its own model-information format (GET …/v1/models, llama.cpp's
+// GET …/props, Ollama's POST …/api/show).
 package standin
 
 import (
@@ -45,6 +49,9 @@ import (
 
 // Server is the stand-in.
 type Server struct {
+	// aliases maps a served model name to the weights it stands for; set
+	// before Handler serves.
+	aliases   map[string]string
 	scenarios []Scenario
 	pacing    Pacing
 	log       *slog.Logger
@@ -62,7 +69,22 @@ func New(scenarios []Scenario, pacing Pacing, log *slog.Logger) (*Server, error)
 			return nil, err
 		}
 	}
-	return &Server{scenarios: all, pacing: pacing, log: log}, nil
+	return &Server{scenarios: all, pacing: pacing, log: log, aliases: map[string]string{}}, nil
+}
+
+// Serve makes the stand-in answer requests for alias as the weights
+// named by weights (a Hugging Face name or a path) would. Call it before
+// Handler.
+func (s *Server) Serve(alias, weights string) {
+	s.aliases[alias] = weights
+}
+
+// weights is the model a requested name stands for.
+func (s *Server) weights(name string) string {
+	if w, ok := s.aliases[name]; ok {
+		return w
+	}
+	return name
 }
 
 // Handler serves every profile.
@@ -79,6 +101,7 @@ func (s *Server) Handler() http.Handler {
 		}
 		s.serveOpenAI(w, r, p)
 	})
+	s.modelInfo(mux)
 	mux.HandleFunc("POST /api/chat", s.serveOllama)
 	mux.HandleFunc("POST /ollama/api/chat", s.serveOllama)
 	mux.HandleFunc("POST /agui", func(w http.ResponseWriter, r *http.Request) { s.serveAGUI(w, r, "agui") })
@@ -134,7 +157,7 @@ func (s *Server) plan(in turnInput, callID func() string) *plan {
 		}
 	}
 	rd := sc.Rounds[min(in.round, len(sc.Rounds)-1)]
-	model := strings.ToLower(in.model)
+	model := strings.ToLower(s.weights(in.model))
 	instruct := strings.Contains(model, "instruct")
 	alwaysThinks := strings.Contains(model, "thinking") || strings.Contains(model, "qwen3.5")
 	p := &plan{

@@ -102,4 +102,11 @@ var moreCorpus = []struct {
 	{"Temperature: 24.5°C. Humidity: 60%.", []string{"Temperature: 24.5°C.", "Humidity: 60%."}},
 	{"Answer = 42. QED.", []string{"Answer = 42.", "QED."}},
 	{"Rate is 3.5/5. Good.", []string{"Rate is 3.5/5.", "Good."}},
+	// Sent on the ending token, or held for the next one.
+	{"It is 42. Done.", []string{"It is 42.", "Done."}},
+	{"Take a hat! Do you need more?", []string{"Take a hat!", "Do you need more?"}},
+	{"Open example.com. It loads.", []string{"Open example.com.", "It loads."}},
+	{"Version 2. Not 3.", []string{"Version 2.", "Not 3."}},
+	{"Hi.\nNew line.", []string{"Hi.", "New line."}},
+	{"Hi.\n\n1. First.", []string{"Hi.", "1. First."}},
 }

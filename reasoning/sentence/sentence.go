@@ -51,18 +51,16 @@ func End(s string, final bool) int {
 			j += size
 		}
 		if j >= len(s) {
-			if final {
+			if final || endsOnItsToken(s, i, j) {
 				return len(s)
 			}
-			return 0 // the next character decides
+			return 0 // the next token decides
 		}
 		if next, _ := utf8.DecodeRuneInString(s[j:]); !unicode.IsSpace(next) {
 			continue // 3.5, e.g.x, example.com/a.b
 		}
-		if strings.TrimSpace(s[j:]) == "" && !final {
-			// Wait for the next word: the sentence that ends the answer
-			// must be the one Flush returns, so that it can be marked final.
-			return 0
+		if strings.TrimSpace(s[j:]) == "" && !final && !endsOnItsToken(s, i, j) {
+			return 0 // the next word decides
 		}
 		if c == '.' && (isAbbreviation(s[:i]) || isListMarker(s[:i]) || isNumbered(s[:i])) {
 			continue
@@ -93,6 +91,39 @@ func End(s string, final bool) int {
 		}
 	}
 	return 0
+}
+
+// endsOnItsToken reports a terminator run s[i:j] that ends a sentence
+// whatever comes next, so that the sentence goes out on the token that
+// ends it. A model's tokenizer keeps a run of punctuation in one token and
+// glues a dot to the letters after it (".com", ".yaml"), so a lone
+// terminator after a word is the end of that word. Held back are the
+// cases the next token decides: a dot after a digit (3.5), an
+// abbreviation, an initial or a list marker (the next word's case), a
+// possible ellipsis, and closing quotes or brackets ('done.' or not).
+func endsOnItsToken(s string, i, j int) bool {
+	run := s[i:j]
+	if strings.Trim(run, ".!?") != "" {
+		return false // quotes, brackets or emphasis: the next word decides
+	}
+	if s[i] != '.' {
+		return true
+	}
+	if len(run) > 1 || i == 0 {
+		return false
+	}
+	prev, _ := utf8.DecodeLastRuneInString(s[:i])
+	if unicode.IsDigit(prev) || !unicode.IsLetter(prev) && !unicode.IsPunct(prev) && !unicode.IsSymbol(prev) {
+		return false
+	}
+	before := s[:i]
+	return !isAbbreviation(before) && !isListMarker(before) && !isNumbered(before) && !startsTerminatorRun(before)
+}
+
+// startsTerminatorRun: the dot follows "!" or "?" (a "?." typo) or another
+// dot already held: part of one run, decided with it.
+func startsTerminatorRun(before string) bool {
+	return strings.HasSuffix(before, ".") || strings.HasSuffix(before, "!") || strings.HasSuffix(before, "?")
 }
 
 // nextLineIsItem: a new line that starts a list item ("b. ", "2) ",

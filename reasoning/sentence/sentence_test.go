@@ -1,8 +1,12 @@
 package sentence
 
 import (
+	"fmt"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Each case is text and the sentences it must split into, fed whole and
@@ -33,25 +37,85 @@ var corpus = []struct {
 	{"Tomorrow in Lyon: sunny, 24 °C. Enjoy!", []string{"Tomorrow in Lyon: sunny, 24 °C.", "Enjoy!"}},
 }
 
+// qwenPieces cuts text where Qwen3's tokenizer may end a token: its
+// pre-tokenizer pattern (a token never spans two of these pieces, and a
+// piece is usually one token). Letters keep one leading non-letter (" word",
+// ".com"), digits stand alone, punctuation runs stay together ("...",
+// "?!", ".\"").
+var qwenPieces = regexp.MustCompile(`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\pL\pN]?\pL+|\pN| ?[^\s\pL\pN]+[\r\n]*|\s*[\r\n]+|\s+`)
+
+func split(text, mode string) []string {
+	var sp Splitter
+	var got []string
+	switch mode {
+	case "whole":
+		got = append(got, sp.Write(text)...)
+	case "tokens":
+		for _, tok := range qwenPieces.FindAllString(text, -1) {
+			got = append(got, sp.Write(tok)...)
+		}
+	case "runes":
+		for _, r := range text {
+			got = append(got, sp.Write(string(r))...)
+		}
+	}
+	return append(got, sp.Flush()...)
+}
+
 func TestCorpus(t *testing.T) {
 	all := append(corpus, moreCorpus...)
 	if len(all) < 100 {
 		t.Fatalf("the corpus has %d cases; keep it over 100", len(all))
 	}
 	for _, c := range all {
+		if strings.Join(qwenPieces.FindAllString(c.text, -1), "") != c.text {
+			t.Fatalf("the token pattern loses text of %q", c.text)
+		}
 		for _, mode := range []string{"whole", "tokens"} {
-			var sp Splitter
-			var got []string
-			if mode == "whole" {
-				got = append(got, sp.Write(c.text)...)
-			} else {
-				for _, r := range c.text {
-					got = append(got, sp.Write(string(r))...)
-				}
-			}
-			got = append(got, sp.Flush()...)
-			if strings.Join(got, "|") != strings.Join(c.want, "|") {
+			if got := split(c.text, mode); strings.Join(got, "|") != strings.Join(c.want, "|") {
 				t.Errorf("%s %q:\n got %q\nwant %q", mode, c.text, got, c.want)
+			}
+		}
+		// Cut anywhere (speculative decoding, a proxy re-chunking), a
+		// dot may be sent as an end before the letters glued to it
+		// arrive; no text is ever lost or reordered.
+		got := split(c.text, "runes")
+		if noSpace(strings.Join(got, "")) != noSpace(c.text) {
+			t.Errorf("runes %q: got %q", c.text, got)
+		}
+	}
+}
+
+// The sentence goes out with the token that ends it, not one token later,
+// except where that next token decides.
+func TestSentenceGoesOutOnItsEndingToken(t *testing.T) {
+	for _, c := range []struct {
+		tokens []string
+		// at[k] is the sentence Write must return for tokens[k], "" for none.
+		at []string
+	}{
+		{[]string{"Hello", " there", ".", " How", " are", " you", "?"}, []string{"", "", "Hello there.", "", "", "", "How are you?"}},
+		{[]string{"Sunny", " in", " Lyon", "!", " Enjoy"}, []string{"", "", "", "Sunny in Lyon!", ""}},
+		{[]string{"Really", "?!", " Yes"}, []string{"", "Really?!", ""}},
+		{[]string{"See", " https", "://", "example", ".com", "/docs", "."}, []string{"", "", "", "", "", "", "See https://example.com/docs."}},
+		// A digit: 42.5 may follow.
+		{[]string{"It", " is", " 4", "2", ".", "5", " now", ".", " Ok"}, []string{"", "", "", "", "", "", "", "It is 42.5 now.", ""}},
+		{[]string{"It", " is", " 4", "2", ".", " Ok"}, []string{"", "", "", "", "", "It is 42."}},
+		// An abbreviation, an initial: the next word's case decides.
+		{[]string{"Ask", " Dr", ".", " Smith", "."}, []string{"", "", "", "", "Ask Dr. Smith."}},
+		{[]string{"J", ".", " Smith", " wrote", "."}, []string{"", "", "", "", "J. Smith wrote."}},
+		// An ellipsis: the sentence may go on.
+		{[]string{"Well", "...", " I", " think", " so", "."}, []string{"", "", "", "", "", "Well... I think so."}},
+		{[]string{"And", " then", "...", " Silence", "."}, []string{"", "", "", "And then...", "Silence."}},
+		// Closing quotes and emphasis: 'done.' or not.
+		{[]string{"Is", " it", " '", "done", ".'", " or", " not", "?"}, []string{"", "", "", "", "", "", "", "Is it 'done.' or not?"}},
+		{[]string{"He", " said", " \"", "stop", ".\"", " Then"}, []string{"", "", "", "", "", "He said \"stop.\""}},
+	} {
+		var sp Splitter
+		for k, tok := range c.tokens {
+			got := strings.Join(sp.Write(tok), "|")
+			if got != c.at[k] {
+				t.Fatalf("%q: after token %d %q got %q, want %q", c.tokens, k, tok, got, c.at[k])
 			}
 		}
 	}
@@ -80,5 +144,42 @@ func TestInspect(t *testing.T) {
 	}
 	if s := Inspect("This is **important**."); s.HasCode || !s.HasEmphasis {
 		t.Fatalf("%+v", s)
+	}
+}
+
+func noSpace(s string) string { return strings.Join(strings.Fields(s), "") }
+
+// BenchmarkSentenceDelay streams an answer at a model's pace and reports
+// how long after the token that ends a sentence the sentence is out:
+//
+//	go test -run '^$' -bench SentenceDelay -benchtime 3x ./pipeline/sentence
+func BenchmarkSentenceDelay(b *testing.B) {
+	answer := "Tomorrow in Lyon: sunny, 24 °C. Take a hat! Do you need anything else? The forecast is from this morning."
+	tokens := qwenPieces.FindAllString(answer, -1)
+	for _, rate := range []int{25, 100} {
+		b.Run(fmt.Sprintf("%dtok/s", rate), func(b *testing.B) {
+			var delays []time.Duration
+			for range b.N {
+				var sp Splitter
+				tick := time.NewTicker(time.Second / time.Duration(rate))
+				var pendingEnd time.Time // when the token that ended a sentence arrived
+				for _, tok := range tokens {
+					<-tick.C
+					arrived := time.Now()
+					if pendingEnd.IsZero() && strings.ContainsAny(tok, ".!?") {
+						pendingEnd = arrived
+					}
+					if out := sp.Write(tok); len(out) > 0 && !pendingEnd.IsZero() {
+						delays = append(delays, time.Since(pendingEnd))
+						pendingEnd = time.Time{}
+					}
+				}
+				tick.Stop()
+				sp.Flush()
+			}
+			slices.Sort(delays)
+			b.ReportMetric(float64(delays[len(delays)/2].Microseconds())/1000, "delay-p50-ms")
+			b.ReportMetric(float64(delays[len(delays)-1].Microseconds())/1000, "delay-max-ms")
+		})
 	}
 }

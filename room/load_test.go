@@ -1,0 +1,108 @@
+package room
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/livekit/protocol/livekit"
+	lksdk "github.com/livekit/server-sdk-go/v2"
+
+	"github.com/alicia-voice/alicia/internal/testenv"
+	"github.com/alicia-voice/alicia/storage"
+	"github.com/alicia-voice/alicia/wire"
+)
+
+// logLines keeps what an agent logs, for tests that read its warnings.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, string(p))
+	return len(p), nil
+}
+
+func (l *logLines) containing(s string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			n++
+		}
+	}
+	return n
+}
+
+// A process configured for N conversations gets N rooms: LiveKit stops
+// dispatching to a worker at its target load (0.7), so a load of
+// sessions/N would leave the last 30 % of the capacity unused. Once full,
+// the log says so.
+func TestConfiguredMaximumIsReachable(t *testing.T) {
+	const max = 4
+	lk := testenv.StartLiveKit(t)
+	var logged logLines
+	e := startAgentWith(t, lk, storage.NewMemory(storage.ReasoningPlain), func(c *Config) { c.MaxSessions = max },
+		slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	for i := range max {
+		room := fmt.Sprintf("conv_load_%d", i)
+		c := joinAs(t, e, room, "user")
+		c.wait(fmt.Sprintf("the bot in room %d of %d", i+1, max), func(g []*wire.Envelope) bool { return count[*wire.Configuration](g) > 0 })
+	}
+	if n := len(e.agent.Sessions()); n != max {
+		t.Fatalf("%d sessions, want %d", n, max)
+	}
+	if logged.containing("worker full") == 0 {
+		t.Fatalf("the agent took its maximum and did not say it is full:\n%s", strings.Join(logged.lines, ""))
+	}
+	load, jobs, full := e.agent.load()
+	t.Logf("reported at the maximum: load %.2f, %d jobs, full %v", load, jobs, full)
+}
+
+// A room deleted through RoomService stays deleted: the bot leaves and
+// asks for no new dispatch, which would create the room again.
+func TestDeletedRoomStaysDeleted(t *testing.T) {
+	lk := testenv.StartLiveKit(t)
+	e := startAgent(t, lk, storage.NewMemory(storage.ReasoningPlain))
+	const room = "conv_deleted"
+	greeted(t, e, room, "user")
+	sessions := e.agent.Sessions()
+	if len(sessions) != 1 {
+		t.Fatalf("%d sessions", len(sessions))
+	}
+	bot := sessions[0]
+	rooms := lksdk.NewRoomServiceClient(lk.URL, lk.APIKey, lk.APISecret)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := rooms.DeleteRoom(ctx, &livekit.DeleteRoomRequest{Room: room}); err != nil {
+		t.Fatal(err)
+	}
+	// The bot's job has ended (and with it any dispatch it asked for).
+	for slices.Contains(e.agent.Sessions(), bot) {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the bot's session outlived its deleted room")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	list, err := rooms.ListRooms(ctx, &livekit.ListRoomsRequest{Names: []string{room}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Rooms) != 0 {
+		t.Fatalf("the deleted room is back: %v", list.Rooms)
+	}
+	dispatches, err := lksdk.NewAgentDispatchServiceClient(lk.URL, lk.APIKey, lk.APISecret).ListDispatch(ctx, &livekit.ListAgentDispatchRequest{Room: room})
+	if err == nil && len(dispatches.AgentDispatches) != 0 {
+		t.Fatalf("a dispatch to the deleted room: %v", dispatches.AgentDispatches)
+	}
+}
