@@ -144,17 +144,19 @@ func (e *Endpointer) Push(frame []int16) ([]EndpointEvent, error) {
 	level := rms(frame)
 	loud := level > e.floor*math.Pow(10, e.cfg.NoiseMarginDB/20) && level > minLevel
 	voiced := voice && loud
-	if !voice || !e.floorSet {
-		// The floor follows the level of what the VAD calls noise: fast
-		// downwards (a quieter room), slowly upwards (a fan starting), so
-		// that speech itself never lifts it much.
-		switch {
+	if !voice || !e.floorSet || !e.inSpeech {
+		// The floor follows, in decibels, the level outside utterances and
+		// of what the VAD calls noise inside them: fast downwards (a
+		// quieter room), slower upwards (a fan starting; a time constant of
+		// 0.4 s keeps a rise of 13 dB/s within the margin), so that the
+		// first syllables of speech lift it only a little.
+		switch db, floor := dbfs(level), dbfs(e.floor); {
 		case !e.floorSet:
 			e.floor, e.floorSet = level, true
-		case level < e.floor:
-			e.floor += 0.3 * (level - e.floor)
+		case db < floor:
+			e.floor = fromDBFS(floor + 0.3*(db-floor))
 		default:
-			e.floor += 0.02 * (level - e.floor)
+			e.floor = fromDBFS(floor + 0.05*(db-floor))
 		}
 	}
 	var out []EndpointEvent
@@ -217,6 +219,8 @@ func dbfs(level float64) float64 {
 	}
 	return 20 * math.Log10(level/32768)
 }
+
+func fromDBFS(db float64) float64 { return 32768 * math.Pow(10, db/20) }
 
 func pcmBytes(s []int16) []byte {
 	b := make([]byte, 2*len(s))
