@@ -123,6 +123,14 @@ func (e *Endpointer) InSpeech() bool { return e.inSpeech }
 // Speech is how long the current utterance's voice has lasted.
 func (e *Endpointer) Speech() time.Duration { return time.Duration(e.voiced) * FrameDuration }
 
+// Utterance is a copy of the current utterance's audio so far.
+func (e *Endpointer) Utterance() []int16 {
+	if !e.inSpeech {
+		return nil
+	}
+	return append([]int16(nil), e.audio...)
+}
+
 // SetText gives the endpointer the words recognised so far in the
 // current utterance, so that it waits longer when they look unfinished.
 func (e *Endpointer) SetText(s string) { e.text = s }
