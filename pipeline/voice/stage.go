@@ -118,6 +118,14 @@ func (l *loop) setState(st State) {
 	}
 }
 
+// State is the agent's state as last published. It is answered by Run's
+// goroutine, after everything handed to it before.
+func (s *Stage) State(ctx context.Context) State {
+	var st State
+	s.do(ctx, func(l *loop) { st = l.state })
+	return st
+}
+
 // Speak speaks the answer of a turn started elsewhere (a typed message),
 // replacing any speech in progress.
 func (s *Stage) Speak(ctx context.Context, t Turn, segmentID string) {
