@@ -138,7 +138,7 @@ func envOr(k, d string) string {
 
 // startStandin serves the Qwen3 stand-in on a free local port.
 func startStandin(log *slog.Logger) (string, func(), error) {
-	base, srv, ln, err := standinServer("127.0.0.1:0", nil, standin.RealisticPacing, log)
+	base, srv, ln, err := standinServer("127.0.0.1:0", nil, standin.RealisticPacing, nil, log)
 	if err != nil {
 		return "", nil, err
 	}
