@@ -19,6 +19,7 @@ func TestSpeakable(t *testing.T) {
 		{voice.Sentence{Text: "Details at https://example.com/a.b?c=d today."}, "Details at today."},
 		{voice.Sentence{Text: "- First, pack an umbrella."}, "First, pack an umbrella."},
 		{voice.Sentence{Text: "Use the *_init_* file.", Emphasis: false}, "Use the *_init_* file."},
+		{voice.Sentence{Text: `You said: "how far is the moon".`}, "You said: how far is the moon."},
 	} {
 		if got := voice.Speakable(tc.in); got != tc.want {
 			t.Errorf("%q: got %q, want %q", tc.in.Text, got, tc.want)
