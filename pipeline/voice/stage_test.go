@@ -150,7 +150,7 @@ const (
 )
 
 // speechServer is the stand-in, counting synthesis requests.
-func speechServer(t *testing.T) (string, *atomic.Int32) {
+func speechServer(t testing.TB) (string, *atomic.Int32) {
 	t.Helper()
 	s, err := standin.New(standin.Config{Phrases: []string{question, other, "yes"}, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -168,7 +168,7 @@ func speechServer(t *testing.T) (string, *atomic.Int32) {
 	return srv.URL + "/v1", &synth
 }
 
-func newStage(t *testing.T, base string, e voice.Engine, r voice.Room, out voice.AudioOut) *voice.Stage {
+func newStage(t testing.TB, base string, e voice.Engine, r voice.Room, out voice.AudioOut) *voice.Stage {
 	t.Helper()
 	st := voice.New(voice.Config{
 		Recognizer:  &voice.OpenAIRecognizer{URL: base, Model: "whisper-1", Streaming: true},
@@ -190,7 +190,7 @@ func feed(in *voice.Input, pcm []int16) {
 	}
 }
 
-func wait[T any](t *testing.T, ch <-chan T, what string) T {
+func wait[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
 	select {
 	case v := <-ch:
