@@ -53,11 +53,13 @@ func answerTo(question string) *standinTurn {
 	return t
 }
 
-func (t *standinTurn) Sentences() iter.Seq[voice.Sentence] {
+func (t *standinTurn) Sentences(ctx context.Context) iter.Seq[voice.Sentence] {
 	return func(yield func(voice.Sentence) bool) {
 		for _, s := range t.sentences {
 			select {
 			case <-t.stopped:
+				return
+			case <-ctx.Done():
 				return
 			default:
 			}

@@ -244,7 +244,7 @@ func (p *playback) interrupt(out AudioOut) Heard {
 // next sentence is ready before the previous one has played out.
 func (s *Stage) speak(ctx context.Context, p *playback, segmentID string) {
 	started := false
-	for sent := range p.turn.Sentences() {
+	for sent := range p.turn.Sentences(ctx) {
 		text := Speakable(sent)
 		if text == "" {
 			continue

@@ -104,10 +104,15 @@ func newTurn(ss ...voice.Sentence) *fakeTurn {
 
 func (t *fakeTurn) finish() { t.stop.Do(func() { close(t.sentences); close(t.done) }) }
 
-func (t *fakeTurn) Sentences() iter.Seq[voice.Sentence] {
+func (t *fakeTurn) Sentences(ctx context.Context) iter.Seq[voice.Sentence] {
 	return func(yield func(voice.Sentence) bool) {
-		for s := range t.sentences {
-			if !yield(s) {
+		for {
+			select {
+			case s, ok := <-t.sentences:
+				if !ok || !yield(s) {
+					return
+				}
+			case <-ctx.Done():
 				return
 			}
 		}
@@ -343,5 +348,57 @@ func TestStageBargeIn(t *testing.T) {
 	}
 	if s := wait(t, eng.started, "the question"); speechtest.WER(other, s.text) > 0.2 {
 		t.Fatalf("turn %q", s.text)
+	}
+}
+
+// ControlStop: speech stops the audio and keeps the generation,
+// generation stops the model and lets the answer so far be spoken, all
+// does both; each returns once done.
+func TestStageStop(t *testing.T) {
+	base, _ := speechServer(t)
+	long := voice.Sentence{Seq: 1, Text: "The weather in Paris is mild today, with a light breeze from the west."}
+	for _, tc := range []struct {
+		kind          voice.StopKind
+		clears        int
+		stopsModel    bool
+		heardReported bool
+	}{
+		{voice.StopSpeech, 1, false, true},
+		{voice.StopGeneration, 0, true, false},
+		{voice.StopAll, 1, true, true},
+	} {
+		t.Run(string(tc.kind), func(t *testing.T) {
+			room := newRoom(true)
+			out := &fakeOut{speed: 1}
+			turn := newTurn(long)
+			st := newStage(t, base, &fakeEngine{started: make(chan started, 1)}, room, out)
+			st.Speak(context.Background(), turn, "SG")
+			wait(t, room.speech, "the first sentence")
+			if !st.Stop(context.Background(), tc.kind) {
+				t.Fatal("Stop did not run")
+			}
+			got := wait(t, turn.interrupts, "the interrupt")
+			_, clears := out.stats()
+			select {
+			case <-turn.done:
+				if !tc.stopsModel {
+					t.Fatal("the generation stopped")
+				}
+			default:
+				if tc.stopsModel {
+					t.Fatal("the generation goes on")
+				}
+			}
+			if got.kind != tc.kind || clears != tc.clears || (got.heard != nil) != tc.heardReported {
+				t.Fatalf("interrupt %+v, %d clears", got, clears)
+			}
+			want := voice.StateSpeaking
+			if tc.kind != voice.StopGeneration {
+				want = voice.StateListening
+			}
+			if s := st.State(context.Background()); s != want {
+				t.Fatalf("state %q, want %q", s, want)
+			}
+		})
 	}
 }

@@ -60,8 +60,9 @@ type Heard struct {
 // Turn is a running turn as the engine hands it out.
 type Turn interface {
 	// Sentences yields the answer's sentences in order; the sequence ends
-	// when the answer is complete or the turn was interrupted.
-	Sentences() iter.Seq[Sentence]
+	// when the answer is complete, the generation was interrupted, or ctx
+	// is done (speech stopped while the model goes on).
+	Sentences(ctx context.Context) iter.Seq[Sentence]
 	// Interrupt stops the generation (StopGeneration, StopAll); heard, if
 	// not nil, tells the engine what the user actually heard so that the
 	// stored assistant message says so.
