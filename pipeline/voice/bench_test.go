@@ -129,7 +129,7 @@ func BenchmarkBargeIn(b *testing.B) {
 		total += cleared.Sub(due)
 	}
 	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms-onset→cleared")
-	b.ReportMetric(float64((total/time.Duration(b.N) - 500*time.Millisecond).Microseconds())/1000, "ms-beyond-min")
+	b.ReportMetric(float64((total/time.Duration(b.N)-500*time.Millisecond).Microseconds())/1000, "ms-beyond-min")
 }
 
 func cpuTime() time.Duration {
