@@ -1,13 +1,12 @@
 package pipeline
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/alicia-voice/alicia/llm"
@@ -89,16 +88,13 @@ func contentText(raw json.RawMessage) (string, error) {
 // conversations as over LiveKit. threadId is the conversation id; the
 // bearer token's identity must own it.
 type AGUI struct {
-	cfg          Config
-	store        storage.Store
+	e            *Engine
 	authenticate func(*http.Request) (string, error)
-	log          *slog.Logger
 }
 
-// NewAGUI returns the AG-UI endpoint.
-func NewAGUI(cfg Config, store storage.Store, authenticate func(*http.Request) (string, error)) *AGUI {
-	cfg.withDefaults()
-	return &AGUI{cfg: cfg, store: store, authenticate: authenticate, log: cfg.Logger}
+// NewAGUI returns the AG-UI face of the engine.
+func NewAGUI(e *Engine, authenticate func(*http.Request) (string, error)) *AGUI {
+	return &AGUI{e: e, authenticate: authenticate}
 }
 
 func httpFail(w http.ResponseWriter, status int, msg string) {
@@ -135,10 +131,10 @@ func (a *AGUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpFail(w, http.StatusBadRequest, "messages must end with a user or tool message")
 		return
 	}
-	conv, err := a.store.Conversation(r.Context(), *in.ThreadID)
+	conv, err := a.e.store.Conversation(r.Context(), *in.ThreadID)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
-		a.store.SaveConversation(storage.Conversation{ID: *in.ThreadID, Owner: identity, CreatedAt: time.Now()})
+		a.e.store.SaveConversation(storage.Conversation{ID: *in.ThreadID, Owner: identity, CreatedAt: time.Now()})
 	case err != nil:
 		httpFail(w, http.StatusServiceUnavailable, "storage unavailable")
 		return
@@ -146,7 +142,7 @@ func (a *AGUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpFail(w, http.StatusNotFound, "no such thread")
 		return
 	}
-	mode, _ := a.store.Mode(r.Context(), identity)
+	mode, _ := a.e.store.Mode(r.Context(), identity)
 	if in.ForwardedProps != nil {
 		var fp struct {
 			Reasoning reasoning.Mode `json:"reasoning"`
@@ -155,26 +151,32 @@ func (a *AGUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			mode = fp.Reasoning
 		}
 	}
-	system := a.cfg.System
+	var system string
 	for _, c := range in.Context {
 		system += "\n\n" + c.Description + ": " + c.Value
 	}
-	clientTools := map[string]bool{}
-	var tools []llm.Tool
-	for _, t := range a.cfg.Tools {
-		tools = append(tools, llm.Tool{Name: t.Name, Description: t.Description, Parameters: schema(t.Parameters)})
-	}
+	var tools []wire.ClientTool
 	for _, t := range in.Tools {
 		if t.Name == "" {
 			httpFail(w, http.StatusBadRequest, "every tool needs a name")
 			return
 		}
-		clientTools[t.Name] = true
-		params := []byte(t.Parameters)
-		if string(params) == "null" {
-			params = nil
+		var params map[string]any
+		if len(t.Parameters) > 0 && json.Unmarshal(t.Parameters, &params) != nil {
+			httpFail(w, http.StatusBadRequest, "tool "+t.Name+": parameters must be a JSON Schema object")
+			return
 		}
-		tools = append(tools, llm.Tool{Name: t.Name, Description: t.Description, Parameters: params})
+		tools = append(tools, wire.ClientTool{Name: t.Name, Description: t.Description, Parameters: params})
+	}
+	user := &wire.UserMessage{ConversationID: *in.ThreadID}
+	for i := len(messages) - 1; i >= 0; i-- {
+		if m := messages[i]; m.Role == llm.RoleUser {
+			user.ID, user.Content = m.ID, m.Content
+			break
+		}
+	}
+	if user.ID == "" {
+		user.ID = wire.NewID("msg")
 	}
 
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -189,9 +191,27 @@ func (a *AGUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			_ = rc.Flush()
 		}
 	}
-	run := &aguiRun{a: a, emit: emit, threadID: *in.ThreadID, runID: *in.RunID, v1: in.ProtocolVersion != "",
-		clientTools: clientTools, mode: mode}
-	run.serve(r.Context(), &llm.Request{ConversationID: *in.ThreadID, System: system, Thinking: a.cfg.Thinking, Tools: tools, Messages: messages})
+	emit(agui.Event{Type: agui.RunStarted, ThreadID: *in.ThreadID, RunID: *in.RunID, ProtocolVersion: "1.0"})
+	face := &aguiFace{identity: identity, emit: emit, v1: in.ProtocolVersion != "", mode: mode, tools: tools}
+	c := a.e.Open(*in.ThreadID)
+	defer c.Close()
+	t := c.submit(r.Context(), face, spec{user: user, from: identity, received: time.Now(), replaces: -1,
+		messages: messages, system: system, clientTools: tools, toolsEnd: true})
+	if t == nil {
+		return // the client went away
+	}
+	select {
+	case <-t.Done():
+	case <-r.Context().Done():
+		// The client went away: stop, keep what was said, tell nobody.
+		t.Interrupt(wire.StopAll)
+		<-t.Done()
+		return
+	}
+	face.closeText()
+	if !face.failed {
+		emit(agui.Event{Type: agui.RunFinished, ThreadID: *in.ThreadID, RunID: *in.RunID})
+	}
 }
 
 // toLLM turns AG-UI messages into the model's conversation.
@@ -227,137 +247,93 @@ func toLLM(in []inputMessage) ([]llm.Message, error) {
 	return out, nil
 }
 
-// aguiRun is one AG-UI run.
-type aguiRun struct {
-	a                 *AGUI
-	emit              func(agui.Event)
-	threadID, runID   string
-	v1                bool
-	clientTools       map[string]bool
-	mode              reasoning.Mode
-	textID            string
-	textOpen, started bool
+// aguiFace is one AG-UI run as a face of the engine: a single member
+// (the bearer's identity) whose client streams text and renders
+// reasoning from the chain, and the engine's bodies as AG-UI events.
+type aguiFace struct {
+	identity string
+	v1       bool
+	mode     reasoning.Mode
+	tools    []wire.ClientTool
+
+	// Tool calls run concurrently; events leave one at a time.
+	mu       sync.Mutex
+	emit     func(agui.Event)
+	textID   string
+	textOpen bool
+	texted   bool
+	failed   bool
 }
 
-func (r *aguiRun) serve(ctx context.Context, req *llm.Request) {
-	r.emit(agui.Event{Type: agui.RunStarted, ThreadID: r.threadID, RunID: r.runID, ProtocolVersion: "1.0"})
-	store := r.a.store
-	userID := ""
-	for i := len(req.Messages) - 1; i >= 0; i-- {
-		if m := req.Messages[i]; m.Role == llm.RoleUser {
-			userID = m.ID
-			if userID == "" {
-				userID = wire.NewID("msg")
-			}
-			store.SaveMessage(storage.Message{ID: userID, ConversationID: r.threadID, Role: "user", Content: m.Content, Status: storage.StatusComplete})
-			break
-		}
-	}
-	assistantID := wire.NewID("am")
-	r.textID = assistantID
-	events := reasoning.NewAGUIEvents(r.mode, func(e agui.Event) {
-		if e.Type == agui.ReasoningEncryptedValue && !r.v1 {
+func (f *aguiFace) Members() []Member {
+	return []Member{{Identity: f.identity, Features: []string{wire.FeatureStreaming}, Tools: f.tools}}
+}
+
+func (f *aguiFace) Steps() reasoning.Listener {
+	return reasoning.NewAGUIEvents(f.mode, func(e agui.Event) {
+		if e.Type == agui.ReasoningEncryptedValue && !f.v1 {
 			return // unknown to clients before 1.0
 		}
-		r.emit(e)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.emit(e)
 	})
-	chain := reasoning.NewChain(r.threadID, userID, assistantID, events, reasoning.OnSealed(store.SaveStep))
-	var answer strings.Builder
-	failure := r.a.cfg.rounds(ctx, req, chain, nil, turnHooks{
-		text: func(delta string) {
-			answer.WriteString(delta)
-			r.text(delta)
-		},
-		roundEnd: r.closeText,
-		tools: func(calls []llm.ToolCall) ([]llm.Message, bool) {
-			for _, c := range calls {
-				r.emit(agui.Event{Type: agui.ToolCallStart, ToolCallID: c.ID, ToolCallName: c.Name, ParentMessageID: assistantID})
-				if c.Arguments != "" {
-					r.emit(agui.Event{Type: agui.ToolCallArgs, ToolCallID: c.ID, Delta: c.Arguments})
-				}
-				r.emit(agui.Event{Type: agui.ToolCallEnd, ToolCallID: c.ID})
-			}
-			if r.anyClientCall(calls) {
-				// The client runs its own tools: the run ends here and the
-				// next run's tool messages continue it.
-				return nil, true
-			}
-			var results []llm.Message
-			for _, c := range calls {
-				content := r.runServerTool(ctx, c)
-				result, _ := json.Marshal(content)
-				r.emit(agui.Event{Type: agui.ToolCallResult, MessageID: wire.NewID("tr"), ToolCallID: c.ID, Content: result, Role: "tool"})
-				results = append(results, llm.Message{Role: llm.RoleTool, ToolCallID: c.ID, Content: content})
-			}
-			return results, false
-		},
-	})
-	chain.End(time.Now())
-	status := storage.StatusComplete
-	if ctx.Err() != nil {
-		status = storage.StatusStopped
-	} else if failure != nil {
-		status = storage.StatusFailed
-	}
-	store.SaveMessage(storage.Message{ID: assistantID, ConversationID: r.threadID, PreviousID: userID, Role: "assistant", Content: answer.String(), Status: status})
-	switch {
-	case ctx.Err() != nil:
-		return // the client went away: nobody to tell
-	case failure != nil:
-		r.emit(agui.Event{Type: agui.RunError, Message: "The model failed: " + plainReason(failure), Code: "model_error"})
-	default:
-		r.emit(agui.Event{Type: agui.RunFinished, ThreadID: r.threadID, RunID: r.runID})
-	}
 }
 
-func (r *aguiRun) anyClientCall(calls []llm.ToolCall) bool {
-	for _, c := range calls {
-		if r.clientTools[c.Name] {
-			return true
+// Delta streams answer text as one assistant message per model round.
+func (f *aguiFace) Delta(answerID, delta string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.textOpen {
+		f.textID = answerID
+		if f.texted {
+			f.textID = wire.NewID("am") // text after a tool round is a new message
 		}
+		f.texted, f.textOpen = true, true
+		f.emit(agui.Event{Type: agui.TextMessageStart, MessageID: f.textID, Role: "assistant"})
 	}
-	return false
+	f.emit(agui.Event{Type: agui.TextMessageContent, MessageID: f.textID, Delta: delta})
 }
 
-func (r *aguiRun) runServerTool(ctx context.Context, c llm.ToolCall) string {
-	tool := toolNamed(r.a.cfg.Tools, c.Name)
-	fail := func(msg string) string {
-		b, _ := json.Marshal(map[string]string{"error": msg})
-		return string(b)
-	}
-	if tool == nil {
-		return fail(fmt.Sprintf("there is no tool named %q", c.Name))
-	}
-	var args map[string]any
-	if err := json.Unmarshal([]byte(c.Arguments), &args); err != nil {
-		return fail("arguments must be a JSON object")
-	}
-	res, err := tool.Run(ctx, args)
-	if err != nil {
-		return fail(err.Error())
-	}
-	b, _ := json.Marshal(res)
-	return string(b)
+func (f *aguiFace) closeText() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closeTextLocked()
 }
 
-// text streams answer text as one assistant message per run.
-func (r *aguiRun) text(delta string) {
-	if delta == "" {
-		return
+func (f *aguiFace) closeTextLocked() {
+	if f.textOpen {
+		f.textOpen = false
+		f.emit(agui.Event{Type: agui.TextMessageEnd, MessageID: f.textID})
 	}
-	if !r.textOpen {
-		if r.started {
-			r.textID = wire.NewID("am") // text after a tool round is a new message
+}
+
+func (f *aguiFace) Send(body wire.Body, _ ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch b := body.(type) {
+	case *wire.ToolUseRequest:
+		f.closeTextLocked()
+		f.emit(agui.Event{Type: agui.ToolCallStart, ToolCallID: b.ID, ToolCallName: b.ToolName, ParentMessageID: b.MessageID})
+		if len(b.Parameters) > 0 {
+			args, _ := json.Marshal(b.Parameters)
+			f.emit(agui.Event{Type: agui.ToolCallArgs, ToolCallID: b.ID, Delta: string(args)})
 		}
-		r.started, r.textOpen = true, true
-		r.emit(agui.Event{Type: agui.TextMessageStart, MessageID: r.textID, Role: "assistant"})
+		f.emit(agui.Event{Type: agui.ToolCallEnd, ToolCallID: b.ID})
+	case *wire.ToolUseResult:
+		var content []byte
+		if b.Success {
+			content, _ = json.Marshal(b.Result)
+		} else {
+			content, _ = json.Marshal(map[string]string{"error": b.ErrorMessage})
+		}
+		result, _ := json.Marshal(string(content))
+		f.emit(agui.Event{Type: agui.ToolCallResult, MessageID: wire.NewID("tr"), ToolCallID: b.RequestID, Content: result, Role: "tool"})
+	case *wire.ErrorMessage:
+		f.closeTextLocked()
+		f.failed = true
+		f.emit(agui.Event{Type: agui.RunError, Message: b.Message, Code: "model_error"})
 	}
-	r.emit(agui.Event{Type: agui.TextMessageContent, MessageID: r.textID, Delta: delta})
-}
-
-func (r *aguiRun) closeText() {
-	if r.textOpen {
-		r.textOpen = false
-		r.emit(agui.Event{Type: agui.TextMessageEnd, MessageID: r.textID})
-	}
+	// Acknowledgements have no AG-UI form; the answer and the reasoning
+	// arrive through Delta and Steps.
 }

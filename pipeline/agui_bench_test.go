@@ -24,7 +24,7 @@ func BenchmarkAGUI(b *testing.B) {
 	model := httptest.NewServer(s.Handler())
 	defer model.Close()
 	client, _ := llm.New(llm.Config{Backend: "openai", URL: model.URL + "/vllm/v1", Model: "Qwen3-8B"})
-	h := pipeline.NewAGUI(pipeline.Config{LLM: client, Thinking: true}, storage.NewMemory(storage.ReasoningOff),
+	h := pipeline.NewAGUI(pipeline.NewEngine(pipeline.Config{LLM: client, Thinking: true}, storage.NewMemory(storage.ReasoningOff)),
 		func(*http.Request) (string, error) { return "bench", nil })
 	srv := httptest.NewServer(h)
 	defer srv.Close()

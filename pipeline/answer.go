@@ -5,23 +5,31 @@ import (
 	"strings"
 	"time"
 
-	"github.com/alicia-voice/alicia/pipeline/sentence"
-	"github.com/alicia-voice/alicia/room"
+	"github.com/alicia-voice/alicia/reasoning/sentence"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
 )
 
-// answer sends the model's answer as it comes: a StartAnswer, then each
-// sentence as soon as it is complete, the last one marked final, to the
-// clients that stream; one AssistantMessage at the end to the others.
+// answer turns the model's text into the turn's sentences as each
+// completes, and sends it: a StartAnswer then the sentences, the last one
+// marked final, to the members that stream; one AssistantMessage at the
+// end to the others; the raw text to a face that renders it itself.
 type answer struct {
-	s                   *room.Session
-	assistantID, userID string
-	text                strings.Builder
-	split               sentence.Splitter
-	started             bool
-	sequence            int32
-	streaming, whole    []string
+	conv             string
+	t                *Turn
+	face             Face
+	delta            DeltaRenderer
+	text             strings.Builder
+	split            sentence.Splitter
+	started          bool
+	sequence         int32
+	streaming, whole []string
+}
+
+func newAnswer(conv string, t *Turn, face Face) *answer {
+	a := &answer{conv: conv, t: t, face: face}
+	a.delta, _ = face.(DeltaRenderer)
+	return a
 }
 
 func (a *answer) begin() {
@@ -29,15 +37,18 @@ func (a *answer) begin() {
 		return
 	}
 	a.started = true
-	for _, v := range a.s.Audience().Viewers() {
-		if slices.Contains(a.s.ClientFeatures(v.Identity), wire.FeatureStreaming) {
-			a.streaming = append(a.streaming, v.Identity)
+	if a.delta != nil {
+		return
+	}
+	for _, m := range a.face.Members() {
+		if slices.Contains(m.Features, wire.FeatureStreaming) {
+			a.streaming = append(a.streaming, m.Identity)
 		} else {
-			a.whole = append(a.whole, v.Identity)
+			a.whole = append(a.whole, m.Identity)
 		}
 	}
 	if len(a.streaming) > 0 {
-		a.s.Send(&wire.StartAnswer{ID: a.assistantID, PreviousID: a.userID, ConversationID: a.s.ID, AnswerType: wire.AnswerText}, a.streaming...)
+		a.face.Send(&wire.StartAnswer{ID: a.t.ID, PreviousID: a.t.UserID, ConversationID: a.conv, AnswerType: wire.AnswerText}, a.streaming...)
 	}
 }
 
@@ -47,6 +58,9 @@ func (a *answer) write(delta string) {
 		a.begin()
 	}
 	a.text.WriteString(delta)
+	if a.delta != nil && delta != "" {
+		a.delta.Delta(a.t.ID, delta)
+	}
 	a.send(a.split.Write(delta), false)
 }
 
@@ -60,9 +74,13 @@ func (a *answer) send(sentences []string, final bool) {
 	}
 	for i, text := range sentences {
 		a.sequence++
+		md := markdown(text)
+		if text != "" {
+			a.t.addSentence(Sentence{Sequence: a.sequence, Text: text, Markdown: md})
+		}
 		if len(a.streaming) > 0 {
-			a.s.Send(&wire.AssistantSentence{ID: wire.NewID("as"), PreviousID: a.assistantID, ConversationID: a.s.ID,
-				Sequence: a.sequence, Text: text, IsFinal: final && i == len(sentences)-1, Markdown: markdown(text)}, a.streaming...)
+			a.face.Send(&wire.AssistantSentence{ID: wire.NewID("as"), PreviousID: a.t.ID, ConversationID: a.conv,
+				Sequence: a.sequence, Text: text, IsFinal: final && i == len(sentences)-1, Markdown: md}, a.streaming...)
 		}
 	}
 }
@@ -79,7 +97,7 @@ func (a *answer) finish(stopped bool) {
 		if stopped {
 			state = storage.StatusStopped
 		}
-		a.s.Send(&wire.AssistantMessage{ID: a.assistantID, PreviousID: a.userID, ConversationID: a.s.ID, Content: a.text.String(),
+		a.face.Send(&wire.AssistantMessage{ID: a.t.ID, PreviousID: a.t.UserID, ConversationID: a.conv, Content: a.text.String(),
 			Timestamp: time.Now().UnixMilli(), State: state}, a.whole...)
 	}
 }

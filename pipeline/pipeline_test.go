@@ -57,7 +57,7 @@ func join(t testing.TB, lk *testenv.LiveKit, cfg room.Config, roomName, identity
 	return u
 }
 
-func (u *user) send(body any) {
+func (u *user) send(body wire.Body) {
 	u.stanza++
 	b, _ := wire.Marshal(&wire.Envelope{StanzaID: u.stanza, ConversationID: u.room.Name(), Body: body})
 	if err := u.room.LocalParticipant.PublishDataPacket(lksdk.UserData(b), lksdk.WithDataPublishReliable(true), lksdk.WithDataPublishTopic(room.Topic)); err != nil {
@@ -101,8 +101,8 @@ func startAgent(t testing.TB, lk *testenv.LiveKit, client llm.Client, store stor
 			t.Logf("agent log:\n%s", logs.String())
 		}
 	})
-	agent := room.NewAgent(cfg, store, room.NewMetrics(nil),
-		pipeline.New(pipeline.Config{LLM: client, Thinking: true, Logger: log}), log)
+	engine := pipeline.NewEngine(pipeline.Config{LLM: client, Thinking: true, Logger: log}, store)
+	agent := room.NewAgent(cfg, store, room.NewMetrics(nil), func(id string) room.Conversation { return engine.Open(id) }, log)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); agent.Run(ctx) }()

@@ -14,15 +14,6 @@ import (
 // defaultClientTimeout is ToolUseRequest's timeoutMs default.
 const defaultClientTimeout = 30 * time.Second
 
-// clientTools are the tools the asking user's client announced.
-func (c *Conversation) clientTools(identity string) map[string]wire.ClientTool {
-	out := map[string]wire.ClientTool{}
-	for _, t := range c.s.ClientTools(identity) {
-		out[t.Name] = t
-	}
-	return out
-}
-
 // toolDefs is what the model is offered: the server's tools, then the
 // client's (a client tool does not shadow a server one).
 func (c *Conversation) toolDefs(client map[string]wire.ClientTool) []llm.Tool {
@@ -52,14 +43,14 @@ func toolNamed(tools []Tool, name string) *Tool {
 // runTools runs one response's calls concurrently, announcing each with a
 // ToolUseRequest and reporting it with a ToolUseResult, and returns the
 // tool messages for the model, in the calls' order.
-func (c *Conversation) runTools(ctx context.Context, calls []llm.ToolCall, client map[string]wire.ClientTool, from, assistantID string) []llm.Message {
+func (c *Conversation) runTools(ctx context.Context, face Outbox, calls []llm.ToolCall, client map[string]wire.ClientTool, from, assistantID string) []llm.Message {
 	out := make([]llm.Message, len(calls))
 	var wg sync.WaitGroup
 	for i, call := range calls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			result, failure, code := c.runTool(ctx, call, client, from, assistantID)
+			result, failure, code := c.runTool(ctx, face, call, client, from, assistantID)
 			content := result
 			if failure != "" {
 				b, _ := json.Marshal(map[string]string{"error": failure, "code": code})
@@ -73,21 +64,20 @@ func (c *Conversation) runTools(ctx context.Context, calls []llm.ToolCall, clien
 }
 
 // runTool returns the result as JSON text, or a failure and its code.
-func (c *Conversation) runTool(ctx context.Context, call llm.ToolCall, client map[string]wire.ClientTool, from, assistantID string) (string, string, string) {
-	s := c.s
+func (c *Conversation) runTool(ctx context.Context, face Outbox, call llm.ToolCall, client map[string]wire.ClientTool, from, assistantID string) (string, string, string) {
 	var args map[string]any
 	if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil || call.Name == "" {
 		return "", fmt.Sprintf("the call %q with arguments %s is not valid: arguments must be a JSON object", call.Name, call.Arguments), wire.ToolErrInvalidParameters
 	}
 	requestID := wire.NewID("tu")
 	if t := toolNamed(c.cfg.Tools, call.Name); t != nil {
-		s.Send(&wire.ToolUseRequest{ID: requestID, ConversationID: s.ID, MessageID: assistantID, ToolName: call.Name, Parameters: args, Execution: wire.ExecutionServer})
+		face.Send(&wire.ToolUseRequest{ID: requestID, ConversationID: c.ID, MessageID: assistantID, ToolName: call.Name, Parameters: args, Execution: wire.ExecutionServer})
 		res, err := t.Run(ctx, args)
 		if err != nil {
-			s.Send(&wire.ToolUseResult{RequestID: requestID, ConversationID: s.ID, Success: false, ErrorCode: wire.ToolErrExecution, ErrorMessage: err.Error()})
+			face.Send(&wire.ToolUseResult{RequestID: requestID, ConversationID: c.ID, Success: false, ErrorCode: wire.ToolErrExecution, ErrorMessage: err.Error()})
 			return "", err.Error(), wire.ToolErrExecution
 		}
-		s.Send(&wire.ToolUseResult{RequestID: requestID, ConversationID: s.ID, Success: true, Result: res})
+		face.Send(&wire.ToolUseResult{RequestID: requestID, ConversationID: c.ID, Success: true, Result: res})
 		b, _ := json.Marshal(res)
 		return string(b), "", ""
 	}
@@ -100,15 +90,15 @@ func (c *Conversation) runTool(ctx context.Context, call llm.ToolCall, client ma
 		timeout = time.Duration(ct.TimeoutMs) * time.Millisecond
 	}
 	ch := make(chan *wire.ToolUseResult, 1)
-	c.mu.Lock()
+	c.waitMu.Lock()
 	c.waiting[requestID] = ch
-	c.mu.Unlock()
+	c.waitMu.Unlock()
 	defer func() {
-		c.mu.Lock()
+		c.waitMu.Lock()
 		delete(c.waiting, requestID)
-		c.mu.Unlock()
+		c.waitMu.Unlock()
 	}()
-	s.Send(&wire.ToolUseRequest{ID: requestID, ConversationID: s.ID, MessageID: assistantID, ToolName: call.Name, Parameters: args,
+	face.Send(&wire.ToolUseRequest{ID: requestID, ConversationID: c.ID, MessageID: assistantID, ToolName: call.Name, Parameters: args,
 		Execution: wire.ExecutionClient, TimeoutMs: int32(timeout / time.Millisecond)}, from)
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()

@@ -6,7 +6,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/alicia-voice/alicia/pipeline/sentence"
+	"github.com/alicia-voice/alicia/reasoning/sentence"
 	"github.com/alicia-voice/alicia/wire"
 )
 

@@ -14,7 +14,6 @@ import (
 	"github.com/livekit/protocol/livekit"
 	lksdk "github.com/livekit/server-sdk-go/v2"
 
-	"github.com/alicia-voice/alicia/reasoning"
 	"github.com/alicia-voice/alicia/storage"
 )
 
@@ -84,13 +83,13 @@ func (c *Config) httpURL() string {
 // Agent is a serving process's bot: the agent worker and the sessions of
 // the rooms it was dispatched to.
 type Agent struct {
-	cfg        Config
-	log        *slog.Logger
-	store      storage.Store
-	metrics    *Metrics
-	newHandler func(*Session) Handler
-	worker     *worker
-	dispatch   *lksdk.AgentDispatchClient
+	cfg      Config
+	log      *slog.Logger
+	store    storage.Store
+	metrics  *Metrics
+	open     func(id string) Conversation
+	worker   *worker
+	dispatch *lksdk.AgentDispatchClient
 
 	ctx  context.Context
 	mu   sync.Mutex
@@ -109,9 +108,11 @@ type job struct {
 }
 
 // NewAgent prepares an agent; Run starts it.
-func NewAgent(cfg Config, store storage.Store, metrics *Metrics, newHandler func(*Session) Handler, log *slog.Logger) *Agent {
+// open gives the engine's side of a conversation (for pipeline.Engine:
+// func(id string) Conversation { return e.Open(id) }).
+func NewAgent(cfg Config, store storage.Store, metrics *Metrics, open func(id string) Conversation, log *slog.Logger) *Agent {
 	cfg.withDefaults()
-	a := &Agent{cfg: cfg, log: log, store: store, metrics: metrics, newHandler: newHandler, jobs: map[string]*job{}}
+	a := &Agent{cfg: cfg, log: log, store: store, metrics: metrics, open: open, jobs: map[string]*job{}}
 	a.worker = newWorker(cfg.LiveKitURL, cfg.APIKey, cfg.APISecret, cfg.AgentName, "alicia", log)
 	a.worker.available = a.available
 	a.worker.assign = a.assign
@@ -188,9 +189,7 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	log := a.log.With("room", j.room, "job", j.id)
 	assigned := time.Now()
 	j.conn = &conn{}
-	audience := reasoning.NewAudience(a.store)
-	sess := newSession(a.ctx, SessionConfig{ID: j.room, Store: a.store, Audience: audience, Metrics: a.metrics, Logger: a.log}, j.conn)
-	sess.handler = a.newHandler(sess)
+	sess := newSession(a.ctx, SessionConfig{ID: j.room, Store: a.store, Open: a.open, Metrics: a.metrics, Logger: a.log}, j.conn)
 	j.session = sess
 	defer sess.Close()
 
@@ -222,9 +221,6 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 		if p.Kind() == lksdk.ParticipantAgent {
 			return
 		}
-		if err := audience.Join(a.ctx, p.Identity()); err != nil {
-			log.Warn("reading preferences", "identity", p.Identity(), "err", err)
-		}
 		sess.join(p.Identity())
 		sess.welcome(p.Identity())
 		if r := j.conn.get(); r != nil {
@@ -233,7 +229,6 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	}
 	cb.OnParticipantDisconnected = func(p *lksdk.RemoteParticipant) {
 		log.Debug("participant disconnected", "identity", p.Identity())
-		audience.Leave(p.Identity())
 		sess.leave(p.Identity())
 		if r := j.conn.get(); r != nil {
 			humans <- countHumans(r)
@@ -275,7 +270,6 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	log.Debug("participants at join", "n", len(present))
 	for _, p := range present {
 		if p.Kind() != lksdk.ParticipantAgent {
-			_ = audience.Join(a.ctx, p.Identity())
 			sess.join(p.Identity())
 			sess.welcome(p.Identity())
 		}

@@ -16,6 +16,8 @@ import (
 	lksdk "github.com/livekit/server-sdk-go/v2"
 
 	"github.com/alicia-voice/alicia/internal/testenv"
+	"github.com/alicia-voice/alicia/pipeline"
+	"github.com/alicia-voice/alicia/reasoning"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
 )
@@ -23,31 +25,55 @@ import (
 // echo is a conversation handler for the room tests: it acknowledges
 // every envelope in the order handled; "burst N" streams N sentences
 // from a session goroutine; "big" sends a 200 KB answer.
-type echo struct{}
+type echo struct {
+	id   string
+	ctx  context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
 
-func (echo) Features() []string { return []string{wire.FeatureStreaming} }
+func openEcho(id string) Conversation {
+	e := &echo{id: id}
+	e.ctx, e.stop = context.WithCancel(context.Background())
+	return e
+}
 
-func (echo) Handle(_ context.Context, s *Session, in Inbound) {
-	s.Send(&wire.Acknowledgement{ConversationID: s.ID, AcknowledgedStanzaID: in.Envelope.StanzaID}, in.From)
-	m, ok := in.Envelope.Body.(*wire.UserMessage)
+func (*echo) Features() []string { return []string{wire.FeatureStreaming} }
+
+// Configure answers as the engine does: the reasoning features the
+// client asked for are in effect.
+func (*echo) Configure(_ context.Context, _ string, features []string) []string {
+	return reasoning.ModeFromFeatures(features).Features(slices.Contains(features, wire.FeaturePartialReasoning))
+}
+func (*echo) Greeting(context.Context, string) []string { return nil }
+func (e *echo) Close() {
+	e.stop()
+	e.wg.Wait()
+}
+
+func (e *echo) Handle(s pipeline.Face, in pipeline.Inbound) {
+	s.Send(&wire.Acknowledgement{ConversationID: e.id, AcknowledgedStanzaID: in.StanzaID}, in.From)
+	m, ok := in.Body.(*wire.UserMessage)
 	if !ok {
 		return
 	}
 	switch {
 	case strings.HasPrefix(m.Content, "burst "):
 		n, _ := strconv.Atoi(strings.TrimPrefix(m.Content, "burst "))
-		s.Go(func(ctx context.Context) {
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
 			for i := 1; i <= n; i++ {
 				select {
-				case <-ctx.Done():
+				case <-e.ctx.Done():
 					return
 				case <-time.After(20 * time.Millisecond):
 				}
-				s.Send(&wire.AssistantSentence{PreviousID: "am_1", ConversationID: s.ID, Sequence: int32(i), Text: fmt.Sprintf("sentence %d", i), IsFinal: i == n})
+				s.Send(&wire.AssistantSentence{PreviousID: "am_1", ConversationID: e.id, Sequence: int32(i), Text: fmt.Sprintf("sentence %d", i), IsFinal: i == n})
 			}
-		})
+		}()
 	case m.Content == "big":
-		s.Send(&wire.AssistantMessage{ID: "am_big", ConversationID: s.ID, Content: strings.Repeat("0123456789", 20_000)})
+		s.Send(&wire.AssistantMessage{ID: "am_big", ConversationID: e.id, Content: strings.Repeat("0123456789", 20_000)})
 	}
 }
 
@@ -69,7 +95,7 @@ type env struct {
 func startAgent(t *testing.T, lk *testenv.LiveKit, store storage.Store) *env {
 	t.Helper()
 	cfg := Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-test", EmptyTimeout: 5 * time.Second}
-	a := NewAgent(cfg, store, NewMetrics(nil), func(*Session) Handler { return echo{} }, testLogger())
+	a := NewAgent(cfg, store, NewMetrics(nil), openEcho, testLogger())
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &env{lk: lk, cfg: a.cfg, agent: a, stop: cancel, done: make(chan struct{})}
 	go func() {
@@ -148,7 +174,7 @@ func (c *client) add(payload []byte) {
 	}
 }
 
-func (c *client) send(body any) int32 {
+func (c *client) send(body wire.Body) int32 {
 	c.stanza++
 	b, err := wire.Marshal(&wire.Envelope{StanzaID: c.stanza, ConversationID: c.room.Name(), Body: body})
 	if err != nil {
@@ -270,7 +296,7 @@ func TestBadInput(t *testing.T) {
 	lk := testenv.StartLiveKit(t)
 	e := startAgent(t, lk, storage.NewMemory(storage.ReasoningPlain))
 	c := greeted(t, e, "conv_bad", "alice")
-	valid := func(stanza int32, body any) []byte {
+	valid := func(stanza int32, body wire.Body) []byte {
 		b, _ := wire.Marshal(&wire.Envelope{StanzaID: stanza, ConversationID: "conv_bad", Body: body})
 		return b
 	}

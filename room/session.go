@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/alicia-voice/alicia/reasoning"
+	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
 )
@@ -20,22 +21,20 @@ import (
 // are accepted too, from clients older than it.
 const Topic = "alicia"
 
-// Handler runs a conversation: the session hands it every client envelope
-// except the handshake's Configuration and Acknowledgements, one at a
-// time, in arrival order. Handle must return quickly: long work (a model
-// turn) runs in a goroutine started with s.Go, so that a ControlStop that
-// follows is handled at once.
-type Handler interface {
-	Handle(ctx context.Context, s *Session, in Inbound)
+// Conversation is the engine's side of a room (pipeline.Conversation):
+// the session hands it every client envelope except the handshake's, in
+// arrival order, and the features each client announced, as data.
+type Conversation interface {
+	// Handle must not block.
+	Handle(face pipeline.Face, in pipeline.Inbound)
+	// Configure takes a client's features and returns the reasoning
+	// features in effect for it; Greeting those of a client not yet
+	// configured.
+	Configure(ctx context.Context, identity string, features []string) []string
+	Greeting(ctx context.Context, identity string) []string
 	// Features are the server's own features stated in its Configuration.
 	Features() []string
-}
-
-// Inbound is one decoded client envelope.
-type Inbound struct {
-	From     string
-	Envelope *wire.Envelope
-	Received time.Time
+	Close()
 }
 
 // publisher sends bytes into the room; a Conn does it over LiveKit.
@@ -62,13 +61,12 @@ type sent struct {
 // order, and the envelopes that go out, numbered −1, −2, −3… and sent in
 // that order.
 type Session struct {
-	ID       string
-	log      *slog.Logger
-	store    storage.Store
-	audience *reasoning.Audience
-	handler  Handler
-	metrics  *Metrics
-	out      publisher
+	ID      string
+	log     *slog.Logger
+	store   storage.Store
+	conv    Conversation
+	metrics *Metrics
+	out     publisher
 
 	inbox chan rawPacket
 	ctx   context.Context
@@ -93,6 +91,8 @@ type Session struct {
 
 	ownerMu sync.Mutex
 	owner   string
+	// present: the users in the room now.
+	present map[string]bool
 	// features and tools each client announced in its Configuration.
 	features map[string][]string
 	tools    map[string][]wire.ClientTool
@@ -113,18 +113,17 @@ type rawPacket struct {
 
 // SessionConfig builds a Session.
 type SessionConfig struct {
-	ID       string
-	Store    storage.Store
-	Audience *reasoning.Audience
-	Handler  Handler
-	Metrics  *Metrics
-	Logger   *slog.Logger
+	ID      string
+	Store   storage.Store
+	Open    func(id string) Conversation
+	Metrics *Metrics
+	Logger  *slog.Logger
 }
 
 func newSession(parent context.Context, c SessionConfig, out publisher) *Session {
-	s := &Session{ID: c.ID, log: c.Logger.With("conversation", c.ID), store: c.Store, audience: c.Audience,
-		handler: c.Handler, metrics: c.Metrics, out: out, inbox: make(chan rawPacket, inboxSize), next: 1,
-		seen: map[string]map[int32]uint64{}, members: map[string]string{}, features: map[string][]string{}, tools: map[string][]wire.ClientTool{}}
+	s := &Session{ID: c.ID, log: c.Logger.With("conversation", c.ID), store: c.Store,
+		metrics: c.Metrics, out: out, inbox: make(chan rawPacket, inboxSize), next: 1,
+		seen: map[string]map[int32]uint64{}, members: map[string]string{}, present: map[string]bool{}, features: map[string][]string{}, tools: map[string][]wire.ClientTool{}}
 	s.ctx, s.stop = context.WithCancel(parent)
 	// Continue the conversation's stanza count where the durable log left
 	// it: a bot that took over after a restart must never reuse a number.
@@ -135,49 +134,23 @@ func newSession(parent context.Context, c SessionConfig, out publisher) *Session
 			s.log.Error("reading the last stanza", "err", err)
 		}
 	}
+	s.conv = c.Open(c.ID)
 	s.wg.Add(1)
 	go s.run()
 	return s
 }
 
-// Go runs f in a goroutine owned by the session: Close cancels ctx and
-// waits for it.
-func (s *Session) Go(f func(ctx context.Context)) {
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		f(s.ctx)
-	}()
-}
-
-// Context ends when the session stops.
-func (s *Session) Context() context.Context { return s.ctx }
-
-// Audience is who in the room sees reasoning, and how.
-func (s *Session) Audience() *reasoning.Audience { return s.audience }
-
-// Store is the conversation's storage.
-func (s *Session) Store() storage.Store { return s.store }
-
-// Owner is the identity of the user the conversation belongs to.
-func (s *Session) Owner() string {
+// Members is the users in the room with what each client announced:
+// the engine's Roster.
+func (s *Session) Members() []pipeline.Member {
 	s.ownerMu.Lock()
 	defer s.ownerMu.Unlock()
-	return s.owner
-}
-
-// ClientFeatures are the features a client announced ("" for none yet).
-func (s *Session) ClientFeatures(identity string) []string {
-	s.ownerMu.Lock()
-	defer s.ownerMu.Unlock()
-	return s.features[identity]
-}
-
-// ClientTools are the tools a client announced it runs itself.
-func (s *Session) ClientTools(identity string) []wire.ClientTool {
-	s.ownerMu.Lock()
-	defer s.ownerMu.Unlock()
-	return s.tools[identity]
+	ids := slices.Sorted(maps.Keys(s.present))
+	out := make([]pipeline.Member, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, pipeline.Member{Identity: id, Features: s.features[id], Tools: s.tools[id]})
+	}
+	return out
 }
 
 // receive queues a packet from the room; the SDK's callback must not
@@ -235,7 +208,6 @@ func (s *Session) handle(p rawPacket) {
 		s.Send(&wire.Acknowledgement{ConversationID: s.ID, AcknowledgedStanzaID: env.StanzaID, AcknowledgedMessageID: bodyID(env), Notes: "duplicate"}, p.from)
 		return
 	}
-	in := Inbound{From: p.from, Envelope: env, Received: p.received}
 	if _, isConfig := env.Body.(*wire.Configuration); !isConfig {
 		// A client that talks without a handshake is in sync from now on.
 		s.sendMu.Lock()
@@ -244,11 +216,11 @@ func (s *Session) handle(p rawPacket) {
 	}
 	switch body := env.Body.(type) {
 	case *wire.Configuration:
-		s.configure(in, body)
+		s.configure(p.from, env.StanzaID, body)
 	case *wire.Acknowledgement:
 		// Nothing to do: replay is driven by Configuration.
 	default:
-		s.handler.Handle(s.ctx, s, in)
+		s.conv.Handle(s, pipeline.Inbound{From: p.from, StanzaID: env.StanzaID, Body: env.Body, Received: p.received})
 	}
 }
 
@@ -300,31 +272,31 @@ func bodyID(env *wire.Envelope) string {
 
 // configure answers a client's Configuration: reasoning preferences,
 // resume, then the server's own Configuration.
-func (s *Session) configure(in Inbound, c *wire.Configuration) {
+func (s *Session) configure(from string, stanza int32, c *wire.Configuration) {
 	s.ownerMu.Lock()
 	if s.owner == "" {
-		s.owner = in.From
-		s.store.SaveConversation(storage.Conversation{ID: s.ID, Owner: in.From, CreatedAt: time.Now()})
+		s.owner = from
+		s.store.SaveConversation(storage.Conversation{ID: s.ID, Owner: from, CreatedAt: time.Now()})
 	}
-	s.features[in.From] = slices.Clone(c.Features)
-	s.tools[in.From] = slices.Clone(c.Tools)
+	s.features[from] = slices.Clone(c.Features)
+	s.tools[from] = slices.Clone(c.Tools)
 	s.ownerMu.Unlock()
-	effective, err := s.audience.Configure(s.ctx, in.From, c.Features)
-	if err != nil {
-		s.log.Error("saving preferences", "identity", in.From, "err", err)
-	}
+	// What reasoning the user sees is the engine's to decide, from the
+	// client's features.
+	effective := s.conv.Configure(s.ctx, from, c.Features)
+	reply := s.configuration(from, effective)
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	if c.LastSequenceSeen > 0 {
-		if !s.replayLocked(in.From, c.LastSequenceSeen) {
+		if !s.replayLocked(from, c.LastSequenceSeen) {
 			s.sendLocked(errorBody(s.ID, wire.CodeInvalidState, wire.SeverityError, false,
 				fmt.Sprintf("cannot resume after stanza -%d: the envelopes after it are no longer kept; start again", c.LastSequenceSeen), ""),
-				[]string{in.From}, map[string]any{"originatingStanzaId": in.Envelope.StanzaID}, true)
+				[]string{from}, map[string]any{"originatingStanzaId": stanza}, true)
 			return
 		}
 	}
-	s.sync(in.From)
-	s.sendLocked(s.configuration(in.From, effective), []string{in.From}, nil, true)
+	s.sync(from)
+	s.sendLocked(reply, []string{from}, nil, true)
 }
 
 // sync records the user's current connection as in sync.
@@ -336,6 +308,9 @@ func (s *Session) sync(identity string) {
 // handshake.
 func (s *Session) join(identity string) {
 	s.log.Debug("member joined", "identity", identity)
+	s.ownerMu.Lock()
+	s.present[identity] = true
+	s.ownerMu.Unlock()
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	s.members[identity] = ""
@@ -346,13 +321,16 @@ func (s *Session) join(identity string) {
 // replaces the old connection).
 func (s *Session) leave(identity string) {
 	s.log.Debug("member left", "identity", identity)
+	s.ownerMu.Lock()
+	delete(s.present, identity)
+	s.ownerMu.Unlock()
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	s.members[identity] = ""
 }
 
 func (s *Session) configuration(identity string, reasoningFeatures []string) *wire.Configuration {
-	features := slices.Clone(s.handler.Features())
+	features := slices.Clone(s.conv.Features())
 	features = append(features, reasoningFeatures...)
 	var last int32
 	s.seenMu.Lock()
@@ -372,13 +350,16 @@ var greetAgain = []time.Duration{time.Second, 3 * time.Second}
 // Configuration arrives.
 func (s *Session) welcome(identity string) {
 	s.greet(identity)
-	s.Go(func(ctx context.Context) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
 		for _, d := range greetAgain {
 			select {
-			case <-ctx.Done():
+			case <-s.ctx.Done():
 				return
 			case <-time.After(d):
 			}
+			greeting := s.greeting(identity)
 			s.sendMu.Lock()
 			// Checked and sent under one lock: a greeting never follows
 			// the reply to the user's Configuration.
@@ -386,27 +367,26 @@ func (s *Session) welcome(identity string) {
 				s.sendMu.Unlock()
 				return
 			}
-			s.greetLocked(identity)
+			s.sendLocked(greeting, []string{identity}, nil, true)
 			s.sendMu.Unlock()
 		}
-	})
+	}()
 }
 
 // greet sends the server's Configuration, unasked: to the room when the
 // bot joins, to one participant when it joins later. Either side may
 // speak first.
 func (s *Session) greet(identity string) {
+	greeting := s.greeting(identity)
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
-	s.greetLocked(identity)
+	s.sendLocked(greeting, []string{identity}, nil, true)
 }
 
-func (s *Session) greetLocked(identity string) {
-	var features []string
-	if m, err := s.store.Mode(s.ctx, identity); err == nil {
-		features = m.Features(false)
-	}
-	s.sendLocked(s.configuration(identity, features), []string{identity}, nil, true)
+// greeting is built before the send lock is taken: the engine may read
+// storage for it.
+func (s *Session) greeting(identity string) *wire.Configuration {
+	return s.configuration(identity, s.conv.Greeting(s.ctx, identity))
 }
 
 // replayLocked re-sends the envelopes after stanza −after that were
@@ -458,18 +438,18 @@ func addressed(to []string, identity string) bool {
 
 // Send numbers an envelope, logs it for replay and sends it to the given
 // identities (everyone when none). Envelopes leave in stanza order.
-func (s *Session) Send(body any, to ...string) int32 {
+func (s *Session) Send(body wire.Body, to ...string) {
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
 	if len(to) == 0 {
 		to = nil
 	}
-	return s.sendLocked(body, to, nil, false)
+	s.sendLocked(body, to, nil, false)
 }
 
 // sendLocked logs and publishes an envelope. Unless handshake is set, it
 // reaches only the addressees in sync; the others get it by replay.
-func (s *Session) sendLocked(body any, to []string, meta map[string]any, handshake bool) int32 {
+func (s *Session) sendLocked(body wire.Body, to []string, meta map[string]any, handshake bool) int32 {
 	stanza := -s.next
 	s.next++
 	env := &wire.Envelope{StanzaID: stanza, ConversationID: s.ID, Meta: meta, Body: body}
@@ -565,20 +545,12 @@ func (s *Session) sendError(to string, code int32, sev wire.Severity, recoverabl
 	s.sendLocked(errorBody(s.ID, code, sev, recoverable, msg, originating), []string{to}, meta, true)
 }
 
-// SendError reports a failure to the whole room (or to the given
-// identities) as an ErrorMessage.
-func (s *Session) SendError(code int32, recoverable bool, msg, originatingID string, to ...string) {
-	sev := wire.SeverityError
-	if recoverable {
-		sev = wire.SeverityWarning
-	}
-	s.Send(errorBody(s.ID, code, sev, recoverable, msg, originatingID), to...)
-}
-
-// Close stops the session and waits for every goroutine it owns.
+// Close stops the session and waits for every goroutine it owns, then
+// releases the conversation.
 func (s *Session) Close() {
 	s.stop()
 	s.wg.Wait()
+	s.conv.Close()
 }
 
 // Done is closed when the session stops.

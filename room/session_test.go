@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/alicia-voice/alicia/internal/testenv"
-	"github.com/alicia-voice/alicia/reasoning"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
 )
@@ -51,8 +50,7 @@ func (r *recorder) envelopes(t *testing.T) []*wire.Envelope {
 
 func testSession(t *testing.T, store storage.Store, id string) (*Session, *recorder) {
 	rec := &recorder{}
-	s := newSession(context.Background(), SessionConfig{ID: id, Store: store, Audience: reasoning.NewAudience(store),
-		Handler: echo{}, Metrics: NewMetrics(nil), Logger: testLogger()}, rec)
+	s := newSession(context.Background(), SessionConfig{ID: id, Store: store, Open: openEcho, Metrics: NewMetrics(nil), Logger: testLogger()}, rec)
 	t.Cleanup(s.Close)
 	return s, rec
 }

@@ -16,7 +16,7 @@ type Envelope struct {
 	StanzaID       int32
 	ConversationID string
 	Meta           map[string]any
-	Body           any
+	Body           Body
 }
 
 // Type is the type code of the envelope's body, or 0 if the body is not a
@@ -38,6 +38,9 @@ func Marshal(e *Envelope) ([]byte, error) {
 
 // AppendMarshal appends the encoded envelope to dst.
 func AppendMarshal(dst []byte, e *Envelope) ([]byte, error) {
+	if e.Body == nil {
+		return nil, errors.New("wire: no body")
+	}
 	info := infoOf(e.Body)
 	if info == nil {
 		return nil, errors.New("wire: cannot encode a body of type " + reflect.TypeOf(e.Body).String())
@@ -204,6 +207,6 @@ func UnmarshalLimit(b []byte, limit int) (*Envelope, error) {
 	if err := info.plan.decodeStruct(s.dec, bv.Elem(), "body."); err != nil {
 		return fail(err)
 	}
-	env.Body = bv.Interface()
+	env.Body = bv.Interface().(Body)
 	return env, nil
 }

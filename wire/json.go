@@ -59,7 +59,7 @@ func (e *Envelope) UnmarshalJSON(b []byte) error {
 	if len(meta) == 0 {
 		meta = nil
 	}
-	*e = Envelope{StanzaID: j.StanzaID, ConversationID: j.ConversationID, Meta: meta, Body: bv.Interface()}
+	*e = Envelope{StanzaID: j.StanzaID, ConversationID: j.ConversationID, Meta: meta, Body: bv.Interface().(Body)}
 	return nil
 }
 

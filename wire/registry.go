@@ -75,12 +75,12 @@ func (t Type) String() string {
 func (t Type) Known() bool { return registry.byType[t] != nil }
 
 // NewBody returns a pointer to a zero body of type t, or nil if t is unknown.
-func NewBody(t Type) any {
+func NewBody(t Type) Body {
 	e := registry.byType[t]
 	if e == nil {
 		return nil
 	}
-	return reflect.New(e.rtype).Interface()
+	return reflect.New(e.rtype).Interface().(Body)
 }
 
 // TypeOf returns the type code of a body (a registered struct or a pointer

@@ -95,7 +95,7 @@ func runChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	defer r.Disconnect()
 	stanza := int32(0)
-	send := func(body any) error {
+	send := func(body wire.Body) error {
 		stanza++
 		b, err := wire.Marshal(&wire.Envelope{StanzaID: stanza, ConversationID: tok.Room, Body: body})
 		if err != nil {

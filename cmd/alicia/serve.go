@@ -89,12 +89,13 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	log.Info("model backend", "backend", llmCfg.Backend, "url", llmCfg.URL, "model", llmCfg.Model, "flavor", llm.FlavorOf(client))
 
 	pcfg := pipeline.Config{LLM: client, System: *system, Thinking: *thinking, Logger: log}
-	agent := room.NewAgent(cfg, store, room.NewMetrics(metrics), pipeline.New(pcfg), log)
+	engine := pipeline.NewEngine(pcfg, store)
+	agent := room.NewAgent(cfg, store, room.NewMetrics(metrics), func(id string) room.Conversation { return engine.Open(id) }, log)
 	users := room.BearerIdentity(cfg.APIKey, cfg.APISecret)
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/token", agent.TokenHandler())
 	mux.Handle("GET /v1/conversations/{id}", storage.HistoryHandler(store, users, log))
-	mux.Handle("POST "+*aguiPath, pipeline.NewAGUI(pcfg, store, users))
+	mux.Handle("POST "+*aguiPath, pipeline.NewAGUI(engine, users))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)

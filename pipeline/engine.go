@@ -1,0 +1,376 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/alicia-voice/alicia/llm"
+	"github.com/alicia-voice/alicia/reasoning"
+	"github.com/alicia-voice/alicia/wire"
+)
+
+// Config is what every conversation shares.
+type Config struct {
+	LLM      llm.Client
+	System   string
+	Thinking bool
+	// Tools run on the server (Builtins by default).
+	Tools []Tool
+	// MaxToolRounds bounds the model's tool calls in one turn (default 5).
+	MaxToolRounds int
+	Logger        *slog.Logger
+}
+
+func (c *Config) withDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Tools == nil {
+		c.Tools = Builtins()
+	}
+	if c.MaxToolRounds <= 0 {
+		c.MaxToolRounds = 5
+	}
+}
+
+// Engine runs the conversations of one process, whichever face they come
+// through: a conversation open on two faces (a LiveKit room and an AG-UI
+// run on its thread) is one Conversation, whose turns take their turn.
+type Engine struct {
+	cfg   Config
+	store Store
+
+	mu    sync.Mutex
+	convs map[string]*Conversation
+}
+
+// NewEngine returns the engine; it starts nothing until a face opens a
+// conversation.
+func NewEngine(cfg Config, store Store) *Engine {
+	cfg.withDefaults()
+	return &Engine{cfg: cfg, store: store, convs: map[string]*Conversation{}}
+}
+
+// Features are the server's own features stated in its Configuration.
+func (c *Conversation) Features() []string {
+	return []string{wire.FeatureStreaming, wire.FeaturePartialReasoning}
+}
+
+// Open returns the conversation id, starting it if no face has it open in
+// this process. Every Open is paired with a Close.
+func (e *Engine) Open(id string) *Conversation {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	c := e.convs[id]
+	if c == nil {
+		c = newConversation(e, id)
+		e.convs[id] = c
+	}
+	c.refs++
+	return c
+}
+
+// Close releases a conversation opened with Open; the last Close stops
+// its turns and waits for them.
+func (c *Conversation) Close() {
+	e := c.e
+	e.mu.Lock()
+	c.refs--
+	last := c.refs == 0
+	if last {
+		delete(e.convs, c.ID)
+	}
+	e.mu.Unlock()
+	if last {
+		c.stop()
+		c.wg.Wait()
+	}
+}
+
+// Conversation is one conversation's engine: a goroutine that takes the
+// faces' envelopes in order and owns the running turn, the pending edit
+// and the turns' history.
+type Conversation struct {
+	ID  string
+	e   *Engine
+	cfg *Config
+	log *slog.Logger
+
+	refs int // under e.mu
+
+	ctx  context.Context
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+
+	qmu   sync.Mutex
+	queue []func()
+	wake  chan struct{}
+
+	// Owned by the loop goroutine.
+	handled map[string]bool // user message ids answered or being answered
+	edit    *pendingEdit
+	barrier <-chan struct{} // commands wait for it: a stopping turn
+	last    *Turn
+
+	mu       sync.Mutex
+	current  *Turn
+	local    []turnRecord    // turns this process answered, newest last
+	gone     map[string]bool // user messages this process superseded
+	watchers map[int]func(*Turn)
+	nextW    int
+
+	waitMu  sync.Mutex
+	waiting map[string]chan *wire.ToolUseResult // client tool requests
+}
+
+func newConversation(e *Engine, id string) *Conversation {
+	c := &Conversation{ID: id, e: e, cfg: &e.cfg, log: e.cfg.Logger.With("conversation", id), wake: make(chan struct{}, 1),
+		handled: map[string]bool{}, gone: map[string]bool{}, watchers: map[int]func(*Turn){}, waiting: map[string]chan *wire.ToolUseResult{}}
+	c.ctx, c.stop = context.WithCancel(context.Background())
+	c.wg.Add(1)
+	go c.loop()
+	return c
+}
+
+// do queues f for the conversation's goroutine; it never blocks.
+func (c *Conversation) do(f func()) {
+	c.qmu.Lock()
+	c.queue = append(c.queue, f)
+	c.qmu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *Conversation) loop() {
+	defer c.wg.Done()
+	for {
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-c.wake:
+		}
+		for {
+			c.qmu.Lock()
+			if len(c.queue) == 0 {
+				c.qmu.Unlock()
+				break
+			}
+			f := c.queue[0]
+			c.queue = c.queue[1:]
+			c.qmu.Unlock()
+			if c.barrier != nil {
+				// A stop or variation waits for the turn it stopped; what
+				// came after it waits too, so replies keep their order.
+				select {
+				case <-c.ctx.Done():
+					return
+				case <-c.barrier:
+				}
+				c.barrier = nil
+			}
+			f()
+		}
+	}
+}
+
+// Current is the running turn, or nil.
+func (c *Conversation) Current() *Turn {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.current
+}
+
+// Watch calls f with every turn the conversation starts, from whichever
+// face, on the conversation's goroutine: f must not block. The returned
+// func stops watching.
+func (c *Conversation) Watch(f func(*Turn)) (cancel func()) {
+	c.mu.Lock()
+	id := c.nextW
+	c.nextW++
+	c.watchers[id] = f
+	c.mu.Unlock()
+	return func() {
+		c.mu.Lock()
+		delete(c.watchers, id)
+		c.mu.Unlock()
+	}
+}
+
+// Configure applies a client's Configuration features for identity: its
+// reasoning preference is remembered for the user. It returns the
+// reasoning features in effect, for the face's Configuration reply.
+func (c *Conversation) Configure(ctx context.Context, identity string, features []string) []string {
+	mode := reasoning.ModeFromFeatures(features)
+	if err := c.e.store.SetMode(ctx, identity, mode); err != nil {
+		c.log.Error("saving preferences", "identity", identity, "err", err)
+	}
+	return mode.Features(slices.Contains(features, wire.FeaturePartialReasoning))
+}
+
+// Greeting is the reasoning features to state in a greeting to identity,
+// before its client configured itself: the remembered mode.
+func (c *Conversation) Greeting(ctx context.Context, identity string) []string {
+	m, err := c.e.store.Mode(ctx, identity)
+	if err != nil {
+		return nil
+	}
+	return m.Features(false)
+}
+
+// Handle takes one client envelope from a face. It never blocks: the
+// envelope is handled on the conversation's goroutine, in order.
+func (c *Conversation) Handle(face Face, in Inbound) {
+	if r, ok := in.Body.(*wire.ToolUseResult); ok {
+		// A waiting tool call is part of the running turn: it is answered
+		// at once, not after what the inbox holds.
+		c.waitMu.Lock()
+		ch := c.waiting[r.RequestID]
+		delete(c.waiting, r.RequestID)
+		c.waitMu.Unlock()
+		if ch == nil {
+			face.Send(errorBody(c.ID, wire.CodeToolNotFound, true, fmt.Sprintf("no tool request %q is waiting for a result", r.RequestID), r.RequestID), in.From)
+			return
+		}
+		ch <- r
+		return
+	}
+	c.do(func() { c.handle(face, in) })
+}
+
+// Ask starts a turn answering m as if it had been typed, with no
+// Acknowledgement: speech calls it with a final transcript, whose id is
+// the user message id. It returns the turn's handle, or nil if ctx or
+// the conversation ended first.
+func (c *Conversation) Ask(ctx context.Context, face Face, from string, m *wire.UserMessage) *Turn {
+	return c.submit(ctx, face, spec{user: m, from: from, received: time.Now(), replaces: -1})
+}
+
+// submit starts a turn on the conversation's goroutine and returns it.
+func (c *Conversation) submit(ctx context.Context, face Face, sp spec) *Turn {
+	t := make(chan *Turn, 1)
+	c.do(func() {
+		c.handled[sp.user.ID] = true
+		t <- c.startTurn(face, sp)
+	})
+	select {
+	case r := <-t:
+		return r
+	case <-ctx.Done():
+		return nil
+	case <-c.ctx.Done():
+		return nil
+	}
+}
+
+func (c *Conversation) handle(face Face, in Inbound) {
+	ack := func(id, notes string) {
+		face.Send(&wire.Acknowledgement{ConversationID: c.ID, AcknowledgedStanzaID: in.StanzaID, AcknowledgedMessageID: id, Notes: notes}, in.From)
+	}
+	switch b := in.Body.(type) {
+	case *wire.UserMessage:
+		ack(b.ID, "")
+		if c.handled[b.ID] {
+			return // acknowledged again, not answered twice
+		}
+		edit := c.edit
+		c.edit = nil
+		if edit != nil && edit.from == in.From && time.Now().Before(edit.until) {
+			c.handled[b.ID] = true
+			b.PreviousID = edit.target
+			c.startTurn(face, spec{user: b, from: in.From, received: in.Received, editOf: edit.target})
+			return
+		}
+		if c.e.store.Saturated() {
+			// Back-pressure: storage cannot keep up, so no new work until
+			// it drains; the user may send the message again.
+			face.Send(errorBody(c.ID, wire.CodeQueueFull, true, "The server is busy saving earlier conversations; send your message again in a moment.", b.ID), in.From)
+			return
+		}
+		c.handled[b.ID] = true
+		c.startTurn(face, spec{user: b, from: in.From, received: in.Received, replaces: -1})
+	case *wire.ControlVariation:
+		c.vary(face, in, b)
+	case *wire.ControlStop:
+		kind := b.StopType
+		if kind == "" {
+			kind = wire.StopGeneration
+		}
+		t := c.last
+		if t == nil || !t.Interrupt(kind) {
+			ack(b.TargetID, "nothing to stop")
+			return
+		}
+		// Acknowledged once the turn's last packet is out.
+		c.barrier = t.Done()
+		c.do(func() { ack(b.TargetID, "stopped") })
+		c.front()
+	case *wire.Commentary:
+		ack(b.ID, "")
+	default:
+		face.Send(errorBody(c.ID, wire.CodeInvalidState, true, fmt.Sprintf("%s is not handled by this server yet", (&wire.Envelope{Body: in.Body}).Type()), ""), in.From)
+	}
+}
+
+// front moves the last queued command to the head of the queue: a reply
+// that must follow a stopping turn but precede what came after.
+func (c *Conversation) front() {
+	c.qmu.Lock()
+	n := len(c.queue)
+	f := c.queue[n-1]
+	copy(c.queue[1:], c.queue[:n-1])
+	c.queue[0] = f
+	c.qmu.Unlock()
+}
+
+// startTurn starts a turn that begins once the previous one is done: the
+// previous one is stopped first, since a new question replaces its answer.
+func (c *Conversation) startTurn(face Face, sp spec) *Turn {
+	prev := c.last
+	if prev != nil {
+		prev.Interrupt(wire.StopAll)
+	}
+	t := newTurn(c.ctx, face, sp, prev)
+	c.last = t
+	c.mu.Lock()
+	watchers := make([]func(*Turn), 0, len(c.watchers))
+	for _, w := range c.watchers {
+		watchers = append(watchers, w)
+	}
+	c.mu.Unlock()
+	for _, w := range watchers {
+		w(t)
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		defer t.end()
+		if prev != nil {
+			<-prev.Done()
+		}
+		c.mu.Lock()
+		c.current = t
+		c.mu.Unlock()
+		c.run(t)
+		c.mu.Lock()
+		if c.current == t {
+			c.current = nil
+		}
+		c.mu.Unlock()
+	}()
+	return t
+}
+
+func errorBody(conv string, code int32, recoverable bool, msg, originating string) *wire.ErrorMessage {
+	sev := wire.SeverityError
+	if recoverable {
+		sev = wire.SeverityWarning
+	}
+	return &wire.ErrorMessage{ID: wire.NewID("err"), ConversationID: conv, Code: code, Message: msg, Severity: sev,
+		Recoverable: recoverable, OriginatingID: originating}
+}

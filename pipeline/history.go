@@ -1,0 +1,168 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/alicia-voice/alicia/llm"
+	"github.com/alicia-voice/alicia/storage"
+	"github.com/alicia-voice/alicia/wire"
+)
+
+// turnRecord is one answered user message, as the model sees it again.
+type turnRecord struct {
+	user      llm.Message
+	encrypted []llm.Message // an AG-UI backend's reasoning values
+	answerID  string
+	answer    string
+}
+
+type pendingEdit struct {
+	target string
+	from   string
+	until  time.Time
+}
+
+// editWait is how long an edit waits for its replacement message.
+const editWait = 5 * time.Second
+
+// history is the conversation's turns as a new turn must see them: read
+// from storage at every turn, so that turns taken through another face or
+// process count, with this process's own turns laid over them (storage
+// writes are queued and may not have landed yet).
+func (c *Conversation) history(ctx context.Context) []turnRecord {
+	entries, err := c.e.store.History(ctx, c.ID)
+	if err != nil {
+		entries = nil // a new conversation
+	}
+	var turns []turnRecord
+	for _, e := range entries {
+		switch {
+		case e.Role == "user" && e.Status != storage.StatusSuperseded:
+			turns = append(turns, turnRecord{user: llm.Message{ID: e.ID, Role: llm.RoleUser, Content: e.Content}})
+		case e.Role == "assistant" && len(turns) > 0 && turns[len(turns)-1].user.ID == e.PreviousID &&
+			(e.Status == storage.StatusComplete || e.Status == storage.StatusStopped):
+			// The latest answer counts: a regenerated one replaces the first.
+			last := &turns[len(turns)-1]
+			last.answerID, last.answer, last.encrypted = e.ID, e.Content, nil
+			for _, st := range e.Steps {
+				if st.EncryptedValue != "" && st.SourceMessageID != "" {
+					last.encrypted = append(last.encrypted, llm.Message{ID: st.SourceMessageID, Role: llm.RoleReasoning, EncryptedValue: st.EncryptedValue})
+				}
+			}
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	turns = slices.DeleteFunc(turns, func(t turnRecord) bool { return c.gone[t.user.ID] })
+	for _, l := range c.local {
+		if i := slices.IndexFunc(turns, func(t turnRecord) bool { return t.user.ID == l.user.ID }); i >= 0 {
+			turns[i] = l
+		} else {
+			turns = append(turns, l)
+		}
+	}
+	return turns
+}
+
+// remember lays a finished turn over what storage holds.
+func (c *Conversation) remember(r turnRecord, sp *spec) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if sp.editOf != "" {
+		c.gone[sp.editOf] = true
+		c.local = slices.DeleteFunc(c.local, func(t turnRecord) bool { return t.user.ID == sp.editOf })
+	}
+	c.local = slices.DeleteFunc(c.local, func(t turnRecord) bool { return t.user.ID == r.user.ID })
+	c.local = append(c.local, r)
+	if len(c.local) > localTurns {
+		c.local = c.local[len(c.local)-localTurns:]
+	}
+}
+
+// localTurns bounds the overlay: storage catches up within a few turns.
+const localTurns = 16
+
+func historyOf(turns []turnRecord) []llm.Message {
+	var out []llm.Message
+	for _, t := range turns {
+		out = append(out, t.user)
+		out = append(out, t.encrypted...)
+		if t.answer != "" {
+			out = append(out, llm.Message{ID: t.answerID, Role: llm.RoleAssistant, Content: t.answer})
+		}
+	}
+	return out
+}
+
+// resolve checks a variation or edit against the history (they work on
+// the latest turn only: rewriting an older one would leave the turns
+// after it answering a question that changed) and fills in what the turn
+// answers. false: refused, and the client was told.
+func (c *Conversation) resolve(t *Turn, turns []turnRecord) bool {
+	sp := &t.spec
+	target := sp.editOf
+	if sp.vary != "" {
+		target = sp.user.ID
+	}
+	if target == "" {
+		return true
+	}
+	last := len(turns) - 1
+	if last < 0 || turns[last].user.ID != target {
+		what := "edit"
+		if sp.vary != "" {
+			what = string(sp.vary)
+		}
+		t.face.Send(errorBody(c.ID, wire.CodeInvalidState, true, fmt.Sprintf("%s works on the latest user message; %q is not it", what, target), target), sp.from)
+		return false
+	}
+	sp.replaces = last
+	prev := turns[last]
+	switch sp.vary {
+	case wire.VariationRegenerate:
+		sp.variantOf = prev.answerID
+	case wire.VariationContinue:
+		sp.prefix = prev.answer
+	}
+	if sp.vary != "" {
+		t.face.Send(&wire.Acknowledgement{ConversationID: c.ID, AcknowledgedStanzaID: sp.stanza, AcknowledgedMessageID: target, Notes: string(sp.vary)}, sp.from)
+		sp.user = &wire.UserMessage{ID: prev.user.ID, ConversationID: c.ID, Content: prev.user.Content}
+		return true
+	}
+	c.e.store.SaveMessage(storage.Message{ID: prev.user.ID, ConversationID: c.ID, Role: "user", Content: prev.user.Content,
+		Status: storage.StatusSuperseded, ReplacedByID: sp.user.ID})
+	return true
+}
+
+// vary handles a ControlVariation: regenerate answers the latest user
+// message again and keeps the earlier answer as a variant; edit replaces
+// it (inline newContent, or the UserMessage that follows within editWait)
+// and answers that; continue extends a stopped or cut answer.
+func (c *Conversation) vary(face Face, in Inbound, v *wire.ControlVariation) {
+	switch v.Mode {
+	case wire.VariationRegenerate, wire.VariationContinue:
+		c.startTurn(face, spec{user: &wire.UserMessage{ID: v.TargetID}, from: in.From, stanza: in.StanzaID, received: in.Received, vary: v.Mode})
+	case wire.VariationEdit:
+		face.Send(&wire.Acknowledgement{ConversationID: c.ID, AcknowledgedStanzaID: in.StanzaID, AcknowledgedMessageID: v.TargetID, Notes: string(v.Mode)}, in.From)
+		if v.NewContent != "" {
+			m := &wire.UserMessage{ID: wire.NewID("msg"), ConversationID: c.ID, PreviousID: v.TargetID, Content: v.NewContent}
+			c.startTurn(face, spec{user: m, from: in.From, received: in.Received, editOf: v.TargetID})
+			return
+		}
+		edit := &pendingEdit{target: v.TargetID, from: in.From, until: time.Now().Add(editWait)}
+		c.edit = edit
+		time.AfterFunc(editWait, func() {
+			c.do(func() {
+				if c.edit == edit {
+					c.edit = nil
+					face.Send(errorBody(c.ID, wire.CodeInvalidState, true, "the edit expired: no new message came within 5 seconds", v.TargetID), in.From)
+				}
+			})
+		})
+	default:
+		face.Send(errorBody(c.ID, wire.CodeMalformed, true, fmt.Sprintf("unknown variation mode %q (edit, regenerate, continue)", v.Mode), v.TargetID), in.From)
+	}
+}

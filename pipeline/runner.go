@@ -1,0 +1,206 @@
+// Package pipeline is Alicia's conversation engine: a user message goes
+// to the model; its reasoning becomes steps for those who want them; its
+// answer goes out as a StartAnswer and sentences, or as one
+// AssistantMessage to clients that did not negotiate streaming.
+//
+// The engine does not know its transports. A face (room.Session for
+// LiveKit, the AG-UI endpoint over SSE, an in-memory fake in tests)
+// implements Outbox and Roster and hands client envelopes to
+// Conversation.Handle. Each conversation has one goroutine that takes
+// them in order and owns the running turn.
+//
+// # The turn handle, for speech
+//
+// A turn is a *Turn. A voice stage living beside the faces uses it so:
+//
+//   - Conversation.Watch(f) calls f with every turn started, typed or
+//     spoken; Conversation.Ask(ctx, face, from, m) starts one from a
+//     final transcript (m.ID is the transcript id, which is the user
+//     message id; no Acknowledgement or UserMessage echo is sent).
+//   - Turn.Sentences(ctx) yields the answer's sentences in order as each
+//     completes, and ends with the answer; reasoning never enters it.
+//   - Turn.Speak() marks speech as playing the turn (call the returned
+//     func when playout ends); Turn.SpeechInterrupted() is closed by
+//     Interrupt(wire.StopSpeech) or Interrupt(wire.StopAll): clear the
+//     audio queue then.
+//   - Turn.Interrupt(wire.StopGeneration) stops the model,
+//     Interrupt(wire.StopAll) both; Turn.Done() is closed when the
+//     answer is sent and saved.
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/alicia-voice/alicia/llm"
+	"github.com/alicia-voice/alicia/reasoning"
+	"github.com/alicia-voice/alicia/storage"
+	"github.com/alicia-voice/alicia/wire"
+)
+
+var errStopped = errors.New("stopped by the user")
+
+// spec says what a turn answers.
+type spec struct {
+	user     *wire.UserMessage
+	from     string
+	stanza   int32
+	received time.Time
+	// vary: a ControlVariation on user message target (regenerate or
+	// continue); editOf: the user message that user replaces.
+	vary   wire.VariationMode
+	editOf string
+	// replaces: the index of the turn rewritten, or -1 for a new one.
+	replaces  int
+	variantOf string // regenerate: the earlier answer
+	prefix    string // continue: the answer so far
+
+	// A face that keeps the conversation itself (AG-UI) gives the
+	// messages, extra system text and its tools, and ends the turn when
+	// the model calls one of them.
+	messages    []llm.Message
+	system      string
+	clientTools []wire.ClientTool
+	toolsEnd    bool
+}
+
+// run is one turn: model rounds until the model answers without calling
+// a tool, or the bound of rounds is reached.
+func (c *Conversation) run(t *Turn) {
+	ctx, sp, face := t.ctx, &t.spec, t.face
+	store := c.e.store
+	var messages []llm.Message
+	if sp.messages != nil {
+		messages = sp.messages
+	} else {
+		turns := c.history(ctx)
+		if !c.resolve(t, turns) {
+			return
+		}
+		upTo := len(turns)
+		if sp.replaces >= 0 {
+			upTo = sp.replaces
+		}
+		messages = append(historyOf(turns[:upTo]), llm.Message{ID: sp.user.ID, Role: llm.RoleUser, Content: sp.user.Content})
+		if sp.prefix != "" {
+			// Continue: the model sees its cut answer and is asked to go on.
+			messages = append(messages, llm.Message{Role: llm.RoleAssistant, Content: sp.prefix},
+				llm.Message{Role: llm.RoleUser, Content: "Continue your previous answer exactly where it stopped, without repeating it."})
+		}
+	}
+	m := sp.user
+	now := time.Now()
+	if sp.vary == "" {
+		store.SaveMessage(storage.Message{ID: m.ID, ConversationID: c.ID, PreviousID: m.PreviousID, Role: "user", Content: m.Content, Status: storage.StatusComplete, CreatedAt: sp.received})
+	}
+	store.SaveMessage(storage.Message{ID: t.ID, ConversationID: c.ID, PreviousID: m.ID, Role: "assistant", Status: storage.StatusStreaming, VariantOf: sp.variantOf, CreatedAt: now})
+
+	// An AG-UI backend's encrypted reasoning goes back to it on the next
+	// turn, under its own message id; other backends never see it.
+	var encrypted []llm.Message
+	sealed := reasoning.OnSealed(func(st reasoning.Step) {
+		store.SaveStep(st)
+		if st.EncryptedValue != "" && st.SourceMessageID != "" {
+			encrypted = append(encrypted, llm.Message{ID: st.SourceMessageID, Role: llm.RoleReasoning, EncryptedValue: st.EncryptedValue})
+		}
+	})
+	var deliver *reasoning.Deliverer
+	var chain *reasoning.Chain
+	if r, ok := face.(StepRenderer); ok {
+		chain = reasoning.NewChain(c.ID, m.ID, t.ID, r.Steps(), sealed)
+	} else {
+		deliver = reasoning.NewDeliverer(func() []reasoning.Viewer { return c.viewers(face) },
+			func(d reasoning.Delivery) { face.Send(d.Step, d.To...) })
+		chain = reasoning.NewChain(c.ID, m.ID, t.ID, deliver, sealed)
+	}
+
+	clientTools := map[string]wire.ClientTool{}
+	for _, mb := range face.Members() {
+		if mb.Identity == sp.from {
+			for _, ct := range mb.Tools {
+				clientTools[ct.Name] = ct
+			}
+		}
+	}
+	for _, ct := range sp.clientTools {
+		clientTools[ct.Name] = ct
+	}
+	system := c.cfg.System + sp.system
+	req := &llm.Request{ConversationID: c.ID, System: system, Thinking: c.cfg.Thinking, Tools: c.toolDefs(clientTools), Messages: messages}
+
+	a := newAnswer(c.ID, t, face)
+	endedForTools := false
+	failure := c.cfg.rounds(ctx, req, chain, deliver, turnHooks{
+		text: a.write,
+		tools: func(calls []llm.ToolCall) ([]llm.Message, bool) {
+			if sp.toolsEnd && slices.ContainsFunc(calls, func(call llm.ToolCall) bool { _, ok := clientTools[call.Name]; return ok }) {
+				// The client runs its own tools after the turn, and its
+				// next request carries the results.
+				for _, call := range calls {
+					face.Send(clientCallRequest(c.ID, t.ID, call), sp.from)
+				}
+				endedForTools = true
+				return nil, true
+			}
+			return c.runTools(ctx, face, calls, clientTools, sp.from, t.ID), false
+		},
+	})
+	chain.End(time.Now())
+	t.generationEnded()
+	stopped := errors.Is(context.Cause(ctx), errStopped)
+	a.finish(stopped)
+
+	status := storage.StatusComplete
+	switch {
+	case stopped:
+		status = storage.StatusStopped
+	case failure != nil:
+		status = storage.StatusFailed
+		c.log.Warn("turn failed", "err", failure)
+		face.Send(errorBody(c.ID, wire.CodeServiceUnavailable, true, "The model failed while answering: "+plainReason(failure)+". What was said so far is kept.", m.ID))
+	case ctx.Err() != nil:
+		status = storage.StatusStopped // the conversation closed
+	case a.text.Len() == 0 && !endedForTools:
+		face.Send(errorBody(c.ID, wire.CodeServiceUnavailable, true, "The model returned no answer.", m.ID))
+	}
+	content := a.text.String()
+	store.SaveMessage(storage.Message{ID: t.ID, ConversationID: c.ID, PreviousID: m.ID, Role: "assistant", Content: content, Status: status, VariantOf: sp.variantOf, CreatedAt: now})
+	c.remember(turnRecord{user: llm.Message{ID: m.ID, Role: llm.RoleUser, Content: m.Content}, encrypted: encrypted, answerID: t.ID, answer: sp.prefix + content}, sp)
+}
+
+// viewers is the face's members as the reasoning sees them: each one's
+// remembered mode, and whether its client takes partial steps.
+func (c *Conversation) viewers(face Roster) []reasoning.Viewer {
+	var out []reasoning.Viewer
+	for _, m := range face.Members() {
+		mode, err := c.e.store.Mode(context.Background(), m.Identity)
+		if err != nil || !mode.Valid() {
+			mode = reasoning.ModeOff // never show reasoning to someone who may not want it
+		}
+		out = append(out, reasoning.Viewer{Identity: m.Identity, Mode: mode, Partial: slices.Contains(m.Features, wire.FeaturePartialReasoning)})
+	}
+	slices.SortFunc(out, func(x, y reasoning.Viewer) int { return strings.Compare(x.Identity, y.Identity) })
+	return out
+}
+
+// plainReason words a model failure for a user.
+func plainReason(err error) string {
+	if e, ok := llm.AsError(err); ok {
+		if e.Message != "" {
+			return strings.TrimSuffix(e.Message, ".")
+		}
+		return string(e.Kind)
+	}
+	return err.Error()
+}
+
+// clientCallRequest announces a call the client runs after the turn.
+func clientCallRequest(conv, answerID string, call llm.ToolCall) *wire.ToolUseRequest {
+	var args map[string]any
+	_ = json.Unmarshal([]byte(call.Arguments), &args) // the client judges its own arguments
+	return &wire.ToolUseRequest{ID: call.ID, ConversationID: conv, MessageID: answerID, ToolName: call.Name, Parameters: args, Execution: wire.ExecutionClient}
+}

@@ -1,0 +1,160 @@
+package pipeline
+
+import (
+	"context"
+	"iter"
+	"sync"
+
+	"github.com/alicia-voice/alicia/wire"
+)
+
+// Sentence is one complete sentence of an answer, as the faces and speech
+// consume it.
+type Sentence struct {
+	// Sequence counts from 1 within the answer.
+	Sequence int32
+	Text     string
+	// Markdown flags what speech must skip or strip (wire.Markdown*).
+	Markdown []string
+}
+
+// Turn is the handle of one answer: it can be interrupted, awaited, and
+// read as a stream of sentences. The conversation's goroutine starts it;
+// anyone may hold it.
+type Turn struct {
+	// ID is the assistant message id; UserID the message it answers.
+	ID, UserID string
+	// From is the identity that asked.
+	From string
+
+	face   Face
+	spec   spec
+	prev   *Turn
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	done   chan struct{}
+
+	mu        sync.Mutex
+	sentences []Sentence
+	ended     bool
+	grew      chan struct{} // closed and replaced when a sentence is added
+	speaking  int           // speech consumers playing this turn
+	hushed    chan struct{} // closed by Interrupt(speech)
+	generated bool          // the model is done (or was stopped)
+}
+
+func newTurn(parent context.Context, face Face, sp spec, prev *Turn) *Turn {
+	t := &Turn{ID: wire.NewID("am"), UserID: sp.user.ID, From: sp.from, face: face, spec: sp, prev: prev,
+		done: make(chan struct{}), grew: make(chan struct{}), hushed: make(chan struct{})}
+	t.ctx, t.cancel = context.WithCancelCause(parent)
+	return t
+}
+
+// Done is closed when the turn is over: the model stopped, the answer
+// and its status are sent and saved.
+func (t *Turn) Done() <-chan struct{} { return t.done }
+
+// Interrupt stops the turn: StopGeneration stops the model (what was said
+// is kept, marked stopped), StopSpeech tells speech consumers to go quiet
+// (SpeechInterrupted), StopAll does both. It does not wait: use Done. It
+// reports whether there was anything to stop.
+func (t *Turn) Interrupt(kind wire.StopType) bool {
+	stopped := false
+	if kind == wire.StopGeneration || kind == wire.StopAll {
+		t.mu.Lock()
+		running := !t.generated
+		t.mu.Unlock()
+		if running {
+			t.cancel(errStopped)
+			stopped = true
+		}
+	}
+	if kind == wire.StopSpeech || kind == wire.StopAll {
+		t.mu.Lock()
+		if t.speaking > 0 {
+			select {
+			case <-t.hushed:
+			default:
+				close(t.hushed)
+				stopped = true
+			}
+		}
+		t.mu.Unlock()
+	}
+	return stopped
+}
+
+// Speak marks a speech consumer as playing this turn until done is
+// called; SpeechInterrupted tells it to stop. Interrupt(StopSpeech)
+// reports true only while someone speaks.
+func (t *Turn) Speak() (done func()) {
+	t.mu.Lock()
+	t.speaking++
+	t.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			t.mu.Lock()
+			t.speaking--
+			t.mu.Unlock()
+		})
+	}
+}
+
+// SpeechInterrupted is closed by Interrupt(StopSpeech or StopAll).
+func (t *Turn) SpeechInterrupted() <-chan struct{} { return t.hushed }
+
+// Sentences yields the answer's sentences in order as each completes,
+// from the first, and ends with the answer (or when ctx ends). Any number
+// of consumers may read it, each at its own pace.
+func (t *Turn) Sentences(ctx context.Context) iter.Seq[Sentence] {
+	return func(yield func(Sentence) bool) {
+		for i := 0; ; i++ {
+			t.mu.Lock()
+			for i >= len(t.sentences) && !t.ended {
+				grew := t.grew
+				t.mu.Unlock()
+				select {
+				case <-ctx.Done():
+					return
+				case <-grew:
+				}
+				t.mu.Lock()
+			}
+			if i >= len(t.sentences) {
+				t.mu.Unlock()
+				return
+			}
+			s := t.sentences[i]
+			t.mu.Unlock()
+			if !yield(s) {
+				return
+			}
+		}
+	}
+}
+
+func (t *Turn) addSentence(s Sentence) {
+	t.mu.Lock()
+	t.sentences = append(t.sentences, s)
+	close(t.grew)
+	t.grew = make(chan struct{})
+	t.mu.Unlock()
+}
+
+// generationEnded marks the model done: from now on a generation stop has
+// nothing to stop.
+func (t *Turn) generationEnded() {
+	t.mu.Lock()
+	t.generated = true
+	t.mu.Unlock()
+}
+
+func (t *Turn) end() {
+	t.mu.Lock()
+	t.ended, t.generated = true, true
+	close(t.grew)
+	t.mu.Unlock()
+	t.cancel(nil)
+	close(t.done)
+}
