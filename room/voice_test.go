@@ -22,9 +22,9 @@ import (
 	"github.com/alicia-voice/alicia/internal/speechtest"
 	"github.com/alicia-voice/alicia/internal/testenv"
 	llmstandin "github.com/alicia-voice/alicia/llm/standin"
-	"github.com/alicia-voice/alicia/pipeline/sentence"
 	"github.com/alicia-voice/alicia/pipeline/voice"
 	"github.com/alicia-voice/alicia/pipeline/voice/standin"
+	"github.com/alicia-voice/alicia/reasoning/sentence"
 	"github.com/alicia-voice/alicia/room"
 	"github.com/alicia-voice/alicia/wire"
 )
