@@ -97,6 +97,8 @@ type Agent struct {
 	wg   sync.WaitGroup
 	// draining: stopping; new assignments are refused.
 	draining bool
+	// voice, if set, gives every room the voice path (EnableVoice).
+	voice *VoiceConfig
 }
 
 type job struct {
@@ -240,6 +242,12 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 		default:
 		}
 	}
+	var vj *voiceJob
+	if a.voice != nil {
+		vj = newVoiceJob(a.ctx, *a.voice, log)
+		vj.mics.Bind(cb)
+		defer vj.stop()
+	}
 	// A loaded server can be slow to connect: try a few times before the
 	// job is reported failed.
 	var room *lksdk.Room
@@ -273,6 +281,9 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 			sess.join(p.Identity())
 			sess.welcome(p.Identity())
 		}
+	}
+	if vj != nil {
+		vj.start(room, sess)
 	}
 	a.worker.jobStatus(j.id, livekit.JobStatus_JS_RUNNING, "")
 	log.Info("joined", "join", joined.Sub(assigned), "greeting", time.Since(joined))

@@ -78,12 +78,14 @@ func (v *VoiceRoom) AgentSpeech(_ context.Context, s voice.AgentSpeech) {
 		v.segments[s.SegmentID] = st
 		v.mu.Unlock()
 	}
-	text := s.Text
-	if st.next > 0 {
-		text = " " + text
-	}
-	if err := st.Write(text); err != nil {
-		v.log.Warn("publishing the agent's transcript", "err", err)
+	if s.Text != "" {
+		text := s.Text
+		if st.next > 0 {
+			text = " " + text
+		}
+		if err := st.Write(text); err != nil {
+			v.log.Warn("publishing the agent's transcript", "err", err)
+		}
 	}
 	if s.Final {
 		v.mu.Lock()

@@ -48,7 +48,7 @@ func answerTo(question string) *standinTurn {
 	t := &standinTurn{stopped: make(chan struct{})}
 	for i, p := range parts {
 		f := sentence.Inspect(p)
-		t.sentences = append(t.sentences, voice.Sentence{Seq: i + 1, Text: p, Code: f.HasCode, Emphasis: f.HasEmphasis, Final: i == len(parts)-1})
+		t.sentences = append(t.sentences, voice.Sentence{Seq: i + 1, Text: p, Code: f.HasCode, Emphasis: f.HasEmphasis})
 	}
 	return t
 }
@@ -70,17 +70,23 @@ func (t *standinTurn) Sentences(ctx context.Context) iter.Seq[voice.Sentence] {
 	}
 }
 
-func (t *standinTurn) Interrupt(kind voice.StopKind, heard *voice.Heard) {
+func (t *standinTurn) Interrupt(kind voice.StopKind) {
 	t.mu.Lock()
 	t.interrupts = append(t.interrupts, kind)
-	if heard != nil {
-		t.heard = heard
-	}
 	t.mu.Unlock()
 	if kind != voice.StopSpeech {
 		t.once.Do(func() { close(t.stopped) })
 	}
 }
+
+func (t *standinTurn) Heard(h voice.Heard) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.heard = &h
+}
+
+func (t *standinTurn) Speaking() func()        { return func() {} }
+func (t *standinTurn) Hushed() <-chan struct{} { return nil }
 
 func (t *standinTurn) Done() <-chan struct{} { return t.stopped }
 

@@ -87,7 +87,7 @@ func BenchmarkEndOfSpeechToFinal(b *testing.B) {
 	for b.Loop() {
 		room := &timedRoom{fakeRoom: newRoom(true), final: make(chan time.Time, 1)}
 		out := &timedOut{fakeOut: &fakeOut{speed: 1}, first: make(chan time.Time, 1), cleared: make(chan time.Time, 1)}
-		turn := newTurn(voice.Sentence{Seq: 1, Text: "You said: how far is the moon.", Final: true})
+		turn := newTurn(voice.Sentence{Seq: 1, Text: "You said: how far is the moon."})
 		turn.finish()
 		st := newStage(b, base, &fakeEngine{started: make(chan started, 1), accept: func(string) *fakeTurn { return turn }}, room, out)
 		ctx, cancel := context.WithCancel(context.Background())

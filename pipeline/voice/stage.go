@@ -141,16 +141,24 @@ func (s *Stage) Stop(ctx context.Context, kind StopKind) bool {
 }
 
 func (l *loop) stop(kind StopKind) {
-	var heard *Heard
-	if kind != StopGeneration && l.play != nil {
-		h := l.play.interrupt(l.s.out)
-		heard = &h
-		l.play = nil
-		l.setState(StateListening)
+	if kind != StopGeneration {
+		l.hush()
 	}
 	if l.turn != nil {
-		l.turn.Interrupt(kind, heard)
+		l.turn.Interrupt(kind)
 	}
+}
+
+// hush stops the answer being spoken, at once, and tells the turn how
+// much was heard.
+func (l *loop) hush() {
+	if l.play == nil {
+		return
+	}
+	h := l.play.interrupt(l.s.out)
+	l.play.turn.Heard(h)
+	l.play = nil
+	l.setState(StateListening)
 }
 
 func (l *loop) startTurn(t Turn, segmentID string) {
@@ -182,10 +190,26 @@ func (l *loop) startTurn(t Turn, segmentID string) {
 	ctx, cancel := context.WithCancel(l.ctx)
 	p := &playback{cancel: cancel, turn: t}
 	l.play = p
-	l.wg.Add(1)
+	done := t.Speaking()
+	l.wg.Add(2)
 	go func() {
 		defer l.wg.Done()
+		defer done()
+		defer cancel() // ends the watch below once the answer is spoken
 		l.s.speak(ctx, p, segmentID)
+	}()
+	go func() {
+		// A stop of speech the engine received (a client's ControlStop).
+		defer l.wg.Done()
+		select {
+		case <-t.Hushed():
+			l.s.post(func(l *loop) {
+				if l.play == p {
+					l.hush()
+				}
+			})
+		case <-ctx.Done():
+		}
 	}()
 }
 
@@ -293,8 +317,12 @@ func (s *Stage) speak(ctx context.Context, p *playback, segmentID string) {
 		if ctx.Err() != nil {
 			return
 		}
-		s.room.AgentSpeech(ctx, AgentSpeech{SegmentID: segmentID, TrackID: s.out.TrackID(), Text: text, Final: sent.Final})
+		s.room.AgentSpeech(ctx, AgentSpeech{SegmentID: segmentID, TrackID: s.out.TrackID(), Text: text})
 	}
+	if ctx.Err() != nil {
+		return
+	}
+	s.room.AgentSpeech(ctx, AgentSpeech{SegmentID: segmentID, TrackID: s.out.TrackID(), Final: true})
 	// Wait for the queue to play out before saying the agent listens.
 	for ctx.Err() == nil {
 		q := s.out.Queued()

@@ -92,10 +92,14 @@ type fakeTurn struct {
 	interrupts chan interrupt
 	stop       sync.Once
 	done       chan struct{}
+	hushed     chan struct{}
+
+	mu    sync.Mutex
+	heard *voice.Heard
 }
 
 func newTurn(ss ...voice.Sentence) *fakeTurn {
-	t := &fakeTurn{sentences: make(chan voice.Sentence, len(ss)), interrupts: make(chan interrupt, 4), done: make(chan struct{})}
+	t := &fakeTurn{sentences: make(chan voice.Sentence, len(ss)), interrupts: make(chan interrupt, 4), done: make(chan struct{}), hushed: make(chan struct{})}
 	for _, s := range ss {
 		t.sentences <- s
 	}
@@ -119,12 +123,25 @@ func (t *fakeTurn) Sentences(ctx context.Context) iter.Seq[voice.Sentence] {
 	}
 }
 
-func (t *fakeTurn) Interrupt(kind voice.StopKind, heard *voice.Heard) {
-	t.interrupts <- interrupt{kind, heard}
+// Interrupt reports the heard part given before it, as the stage does.
+func (t *fakeTurn) Interrupt(kind voice.StopKind) {
+	t.mu.Lock()
+	h := t.heard
+	t.mu.Unlock()
+	t.interrupts <- interrupt{kind, h}
 	if kind != voice.StopSpeech {
 		t.finish()
 	}
 }
+
+func (t *fakeTurn) Heard(h voice.Heard) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.heard = &h
+}
+
+func (t *fakeTurn) Speaking() func()        { return func() {} }
+func (t *fakeTurn) Hushed() <-chan struct{} { return t.hushed }
 
 func (t *fakeTurn) Done() <-chan struct{} { return t.done }
 
@@ -217,7 +234,7 @@ func TestStageSpeechTurn(t *testing.T) {
 	turn := newTurn(
 		voice.Sentence{Seq: 1, Text: "It is sunny in Paris."},
 		voice.Sentence{Seq: 2, Text: "```sh\ncurl wttr.in/Paris\n```", Code: true},
-		voice.Sentence{Seq: 3, Text: "Take your **sunglasses**.", Emphasis: true, Final: true},
+		voice.Sentence{Seq: 3, Text: "Take your **sunglasses**.", Emphasis: true},
 	)
 	turn.finish()
 	eng := &fakeEngine{started: make(chan started, 4), accept: func(string) *fakeTurn { return turn }}
@@ -247,8 +264,9 @@ func TestStageSpeechTurn(t *testing.T) {
 	}
 	first := wait(t, room.speech, "first sentence")
 	last := wait(t, room.speech, "last sentence")
-	if first.Text != "It is sunny in Paris." || last.Text != "Take your sunglasses." || !last.Final || first.SegmentID != "SG_"+s.id || first.TrackID != "TR_bot" {
-		t.Fatalf("spoke %+v then %+v", first, last)
+	end := wait(t, room.speech, "the end of the answer")
+	if first.Text != "It is sunny in Paris." || last.Text != "Take your sunglasses." || first.Final || !end.Final || end.Text != "" || first.SegmentID != "SG_"+s.id || first.TrackID != "TR_bot" {
+		t.Fatalf("spoke %+v, %+v, %+v", first, last, end)
 	}
 	if n := synth.Load(); n != 2 {
 		t.Fatalf("%d synthesis requests; want 2 (the code block is skipped)", n)
@@ -282,7 +300,7 @@ func TestStageNoAudioOutput(t *testing.T) {
 	base, synth := speechServer(t)
 	room := newRoom(false)
 	out := &fakeOut{speed: 1}
-	turn := newTurn(voice.Sentence{Seq: 1, Text: "It is sunny in Paris.", Final: true})
+	turn := newTurn(voice.Sentence{Seq: 1, Text: "It is sunny in Paris."})
 	st := newStage(t, base, &fakeEngine{started: make(chan started, 1)}, room, out)
 	st.Speak(context.Background(), turn, "SG_x")
 	if got := st.State(context.Background()); got != voice.StateThinking {
@@ -308,7 +326,7 @@ func TestStageBargeIn(t *testing.T) {
 		voice.Sentence{Seq: 1, Text: "The weather in Paris is mild today, with a light breeze from the west."},
 		voice.Sentence{Seq: 2, Text: "Clouds will gather in the afternoon, and there may be a short shower around five."},
 	)
-	next := newTurn(voice.Sentence{Seq: 1, Text: "About three hundred and eighty thousand kilometres.", Final: true})
+	next := newTurn(voice.Sentence{Seq: 1, Text: "About three hundred and eighty thousand kilometres."})
 	next.finish()
 	eng := &fakeEngine{started: make(chan started, 4), accept: func(text string) *fakeTurn {
 		if speechtest.WER(other, text) < 0.5 {

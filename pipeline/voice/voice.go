@@ -43,8 +43,6 @@ type Sentence struct {
 	// Code and Emphasis are the splitter's markdown flags: code is skipped
 	// when spoken, emphasis markers stripped.
 	Code, Emphasis bool
-	// Final marks the answer's last sentence.
-	Final bool
 }
 
 // Heard is how much of an interrupted answer reached the user's ears.
@@ -63,10 +61,17 @@ type Turn interface {
 	// when the answer is complete, the generation was interrupted, or ctx
 	// is done (speech stopped while the model goes on).
 	Sentences(ctx context.Context) iter.Seq[Sentence]
-	// Interrupt stops the generation (StopGeneration, StopAll); heard, if
-	// not nil, tells the engine what the user actually heard so that the
-	// stored assistant message says so.
-	Interrupt(kind StopKind, heard *Heard)
+	// Interrupt stops the generation (StopGeneration, StopAll) and tells
+	// every speech consumer to go quiet (StopSpeech, StopAll).
+	Interrupt(kind StopKind)
+	// Speaking marks the stage as playing the turn until the returned
+	// func is called; meanwhile a stop of speech from elsewhere (a
+	// client's ControlStop) closes Hushed.
+	Speaking() (done func())
+	Hushed() <-chan struct{}
+	// Heard tells the engine what the user actually heard of an answer
+	// cut short, so that the stored assistant message says so.
+	Heard(h Heard)
 	// Done is closed when the turn has ended and been stored.
 	Done() <-chan struct{}
 }
@@ -88,7 +93,9 @@ type Transcript struct {
 	Final   bool
 }
 
-// AgentSpeech is a sentence of the agent's answer as it starts to play.
+// AgentSpeech is a sentence of the agent's answer as it is queued to
+// play. The answer's last one has Final set and no Text; an answer cut
+// short has none.
 type AgentSpeech struct {
 	// SegmentID is the same for every sentence of one answer.
 	SegmentID string
