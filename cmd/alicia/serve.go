@@ -19,6 +19,8 @@ import (
 	"github.com/alicia-voice/alicia/llm"
 	"github.com/alicia-voice/alicia/llm/standin"
 	"github.com/alicia-voice/alicia/pipeline"
+	"github.com/alicia-voice/alicia/pipeline/voice"
+	speechstandin "github.com/alicia-voice/alicia/pipeline/voice/standin"
 	"github.com/alicia-voice/alicia/room"
 	"github.com/alicia-voice/alicia/storage"
 )
@@ -33,6 +35,8 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	system := fs.String("system", envOr("ALICIA_SYSTEM_PROMPT", "You are Alicia, a helpful voice assistant. Answer briefly."), "system prompt (ALICIA_SYSTEM_PROMPT)")
 	aguiPath := fs.String("agui-path", envOr("ALICIA_AGUI_PATH", "/agui"), "path of the AG-UI endpoint (ALICIA_AGUI_PATH)")
 	thinking := fs.Bool("thinking", os.Getenv("ALICIA_THINKING") != "off", "let the model reason before answering (ALICIA_THINKING=off disables)")
+	voiceOn := fs.Bool("voice", os.Getenv("ALICIA_VOICE") != "off", "listen to users' microphones and speak answers (ALICIA_VOICE=off disables)")
+	phrases := fs.String("speech-standin-phrases", os.Getenv("ALICIA_SPEECH_STANDIN_PHRASES"), "a file of phrases the speech stand-in's recogniser is limited to (ALICIA_SPEECH_STANDIN_PHRASES)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -91,6 +95,14 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	pcfg := pipeline.Config{LLM: client, System: *system, Thinking: *thinking, Logger: log}
 	engine := pipeline.NewEngine(pcfg, store)
 	agent := room.NewAgent(cfg, store, room.NewMetrics(metrics), func(id string) room.Conversation { return engine.Open(id) }, log)
+	if *voiceOn {
+		vcfg, stop, err := voiceConfig(*phrases, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		agent.EnableVoice(vcfg)
+	}
 	users := room.BearerIdentity(cfg.APIKey, cfg.APISecret)
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/token", agent.TokenHandler())
@@ -135,6 +147,43 @@ func envOr(k, d string) string {
 		return v
 	}
 	return d
+}
+
+// voiceConfig reads the speech providers' configuration; where no STT or
+// TTS server is given it serves the speech stand-in on a free local port,
+// and says so.
+func voiceConfig(phrases string, log *slog.Logger) (room.VoiceConfig, func(), error) {
+	pc, err := voice.ConfigFromEnv(os.Getenv)
+	if err != nil {
+		return room.VoiceConfig{}, nil, err
+	}
+	stop := func() {}
+	if pc.STTURL == "" || pc.TTSURL == "" {
+		sp, err := newSpeechStandin(phrases, log)
+		if err != nil {
+			return room.VoiceConfig{}, nil, fmt.Errorf("no ALICIA_STT_URL or ALICIA_TTS_URL and no speech stand-in (ALICIA_VOICE=off runs without voice): %w", err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			sp.Close()
+			return room.VoiceConfig{}, nil, err
+		}
+		srv := &http.Server{Handler: sp.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		stop = func() { _ = srv.Close(); _ = sp.Close() }
+		base := "http://" + ln.Addr().String() + "/v1"
+		if pc.STTURL == "" {
+			pc.STTURL, pc.STTStream = base, true
+			log.Warn("NO SPEECH RECOGNITION CONFIGURED: listening with the pocketsphinx stand-in, which is poor on open vocabulary; set ALICIA_STT_URL for a real STT server", "url", base, "phrases", phrases)
+		}
+		if pc.TTSURL == "" {
+			pc.TTSURL, pc.TTSFormat, pc.TTSRate = base, "pcm", speechstandin.PCMRate
+			log.Warn("NO SPEECH SYNTHESIS CONFIGURED: speaking with the espeak-ng stand-in; set ALICIA_TTS_URL for a real TTS server", "url", base)
+		}
+	}
+	log.Info("voice", "stt", pc.STTURL, "tts", pc.TTSURL)
+	return room.VoiceConfig{Stage: voice.Config{Recognizer: pc.Recognizer(), Synthesizer: pc.Synthesizer(), Language: pc.Language,
+		Voice: pc.TTSVoice, Logger: log}, OutputRate: pc.TTSRate}, stop, nil
 }
 
 // startStandin serves the Qwen3 stand-in on a free local port.
