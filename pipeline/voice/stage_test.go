@@ -420,3 +420,31 @@ func TestStageStop(t *testing.T) {
 		})
 	}
 }
+
+// A stop of speech the engine received from a client (the turn hushed)
+// clears the audio at once and reports what was heard, without stopping
+// the model.
+func TestStageHushedByTheEngine(t *testing.T) {
+	base, _ := speechServer(t)
+	room := newRoom(true)
+	out := &fakeOut{speed: 1}
+	turn := newTurn(voice.Sentence{Seq: 1, Text: "The weather in Paris is mild today, with a light breeze from the west."})
+	st := newStage(t, base, &fakeEngine{started: make(chan started, 1)}, room, out)
+	st.Speak(context.Background(), turn, "SG")
+	wait(t, room.speech, "the first sentence")
+	close(turn.hushed)
+	for st.State(context.Background()) != voice.StateListening {
+		time.Sleep(10 * time.Millisecond)
+	}
+	turn.mu.Lock()
+	h := turn.heard
+	turn.mu.Unlock()
+	if _, clears := out.stats(); clears != 1 || h == nil || h.Total == 0 || len(turn.interrupts) != 0 {
+		t.Fatalf("%d clears, heard %+v, %d interrupts", clears, h, len(turn.interrupts))
+	}
+	select {
+	case <-turn.done:
+		t.Fatal("the generation stopped")
+	default:
+	}
+}
