@@ -4,6 +4,7 @@ import (
 	"context"
 	"iter"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http/httptest"
 	"strings"
@@ -227,7 +228,14 @@ func TestVoiceConversationOverLiveKit(t *testing.T) {
 	rec := &recorder{ch: make(chan []int16, 8192)}
 	var recTrack *lkmedia.PCMRemoteTrack
 	recording := make(chan struct{})
-	userStreams := make(chan *lksdk.TextStreamReader, 64)
+	// The SDK merges a stream's trailer attributes into the map its
+	// handler was given, from another goroutine: they are read once the
+	// stream is complete.
+	type textStream struct {
+		attrs map[string]string
+		text  string
+	}
+	userStreams := make(chan textStream, 64)
 	ucb := lksdk.NewRoomCallback()
 	ucb.OnTrackSubscribed = func(track *webrtc.TrackRemote, _ *lksdk.RemoteTrackPublication, rp *lksdk.RemoteParticipant) {
 		if rp.Identity() != "bot" {
@@ -251,7 +259,8 @@ func TestVoiceConversationOverLiveKit(t *testing.T) {
 		}
 	}()
 	if err := user.RegisterTextStreamHandler(room.TranscriptionTopic, func(r *lksdk.TextStreamReader, from string) {
-		userStreams <- r
+		text := r.ReadAll()
+		userStreams <- textStream{maps.Clone(r.Info.Attributes), text}
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -309,11 +318,10 @@ func TestVoiceConversationOverLiveKit(t *testing.T) {
 	sawFinal := false
 	for !sawFinal {
 		r := wait(t, userStreams, "user transcript stream")
-		a := r.Info.Attributes
+		a, text := r.attrs, r.text
 		if a[room.AttrSegmentID] != "SG_"+ids[0] {
 			continue // the agent's speech
 		}
-		text := r.ReadAll()
 		if a[room.AttrTranscribedTrack] != micPub.SID() {
 			t.Fatalf("transcript on track %q, want %q", a[room.AttrTranscribedTrack], micPub.SID())
 		}

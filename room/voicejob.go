@@ -61,6 +61,7 @@ func (v *voiceJob) start(r *lksdk.Room, sess *Session) {
 		v.log.Warn("voice: the conversation engine cannot take spoken turns")
 		return
 	}
+	SetAgentState(r.LocalParticipant, voice.StateInitializing)
 	out, err := PublishVoice(r.LocalParticipant, v.cfg.OutputRate)
 	if err != nil {
 		v.log.Error("voice: publishing the voice track", "err", err)
@@ -88,7 +89,7 @@ func (v *voiceJob) start(r *lksdk.Room, sess *Session) {
 	// (typed) are handed to it here. Watch calls on the engine's
 	// goroutine, so the hand-over goes through a goroutine of its own.
 	v.unwat = sp.Watch(func(t *pipeline.Turn) {
-		if eng.spoken(t.UserID) {
+		if eng.asked(t.UserID) {
 			return
 		}
 		v.wg.Add(1)
@@ -123,10 +124,14 @@ type engineTurns struct {
 	ids map[string]bool // user message ids asked by voice
 }
 
-func (e *engineTurns) spoken(id string) bool {
+// asked reports whether voice asked the turn answering user message id,
+// once: a later turn on the same message (a regenerated answer) is not.
+func (e *engineTurns) asked(id string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.ids[id]
+	ok := e.ids[id]
+	delete(e.ids, id)
+	return ok
 }
 
 // StartTurn implements voice.Engine: the final transcript is the user's
