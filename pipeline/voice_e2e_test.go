@@ -78,48 +78,9 @@ func speak(ctx context.Context, mic *lkmedia.PCMLocalTrack, pcm []int16) {
 func TestVoiceTurnThroughTheEngine(t *testing.T) {
 	lk := testenv.StartLiveKit(t)
 	question, interruption := "How far is the moon?", "What is the weather like in Paris today?"
-	s, _ := standin.New(nil, standin.Pacing{TTFTMs: 5, TokenMs: 1}, nil)
-	model := httptest.NewServer(s.Handler())
-	defer model.Close()
-	client, _ := llm.New(llm.Config{Backend: "openai", URL: model.URL + "/vllm/v1", Model: "Qwen3-8B"})
-	sp, err := speechstandin.New(speechstandin.Config{Phrases: []string{question, interruption, "you said"}, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sp.Close()
-	var synthMu sync.Mutex
-	var synthesised []string
-	h := sp.Handler()
-	speech := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/audio/speech") {
-			body, _ := io.ReadAll(r.Body)
-			var req struct{ Input string }
-			_ = json.Unmarshal(body, &req)
-			synthMu.Lock()
-			synthesised = append(synthesised, req.Input)
-			synthMu.Unlock()
-			r.Body = io.NopCloser(strings.NewReader(string(body)))
-		}
-		h.ServeHTTP(w, r)
-	}))
-	defer speech.Close()
-
-	store := storage.NewMemory(storage.ReasoningPlain)
-	cfg := room.Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-voice"}
-	log := slog.New(slog.DiscardHandler)
-	engine := pipeline.NewEngine(pipeline.Config{LLM: client, Thinking: true, Logger: log}, store)
-	agent := room.NewAgent(cfg, store, room.NewMetrics(nil), func(id string) room.Conversation { return engine.Open(id) }, log)
-	agent.EnableVoice(room.VoiceConfig{OutputRate: speechstandin.PCMRate, Stage: voice.Config{
-		Recognizer:  &voice.OpenAIRecognizer{URL: speech.URL + "/v1", Streaming: true},
-		Synthesizer: &voice.OpenAISynthesizer{URL: speech.URL + "/v1", Format: "pcm", PCMRate: speechstandin.PCMRate},
-		Logger:      log,
-	}})
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); agent.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	<-agent.Registered()
-
+	defer cancel()
+	cfg, store, speechURL, synthesisedTexts := voiceAgent(t, lk, question, interruption, "you said")
 	const conv = "conv_voice_engine"
 	token, err := room.UserToken(cfg, conv, "alice", "alice")
 	if err != nil {
@@ -237,7 +198,7 @@ func TestVoiceTurnThroughTheEngine(t *testing.T) {
 		}
 	}
 	var said string
-	recog := &voice.OpenAIRecognizer{URL: speech.URL + "/v1"}
+	recog := &voice.OpenAIRecognizer{URL: speechURL + "/v1"}
 	for ev := range recog.Stream(ctx, &voice.RecognizeRequest{Audio: first, SampleRate: voice.InputRate}) {
 		if ev.Kind == voice.RecognizeError {
 			t.Fatal(ev.Err)
@@ -270,9 +231,8 @@ func TestVoiceTurnThroughTheEngine(t *testing.T) {
 	u.mu.Lock()
 	all := append([]*wire.Envelope(nil), u.got...)
 	u.mu.Unlock()
-	synthMu.Lock()
-	defer synthMu.Unlock()
-	for _, text := range synthesised {
+	texts := synthesisedTexts()
+	for _, text := range texts {
 		ok := false
 		for _, e := range all {
 			switch b := e.Body.(type) {
@@ -288,5 +248,108 @@ func TestVoiceTurnThroughTheEngine(t *testing.T) {
 			t.Fatalf("synthesised %q, not a sentence of an answer", text)
 		}
 	}
-	t.Logf("%d sentences synthesised, all from answers", len(synthesised))
+	t.Logf("%d sentences synthesised, all from answers", len(texts))
+}
+
+// voiceAgent runs the bot with the engine, the Qwen3 stand-in and the
+// speech stand-in limited to phrases; synthesised lists the texts sent
+// for synthesis so far.
+func voiceAgent(t *testing.T, lk *testenv.LiveKit, phrases ...string) (cfg room.Config, store storage.Store, speechURL string, synthesised func() []string) {
+	t.Helper()
+	s, _ := standin.New(nil, standin.Pacing{TTFTMs: 5, TokenMs: 1}, nil)
+	model := httptest.NewServer(s.Handler())
+	t.Cleanup(model.Close)
+	client, _ := llm.New(llm.Config{Backend: "openai", URL: model.URL + "/vllm/v1", Model: "Qwen3-8B"})
+	sp, err := speechstandin.New(speechstandin.Config{Phrases: phrases, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.Close() })
+	var mu sync.Mutex
+	var texts []string
+	h := sp.Handler()
+	speech := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/audio/speech") {
+			body, _ := io.ReadAll(r.Body)
+			var req struct{ Input string }
+			_ = json.Unmarshal(body, &req)
+			mu.Lock()
+			texts = append(texts, req.Input)
+			mu.Unlock()
+			r.Body = io.NopCloser(strings.NewReader(string(body)))
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(speech.Close)
+
+	mem := storage.NewMemory(storage.ReasoningPlain)
+	cfg = room.Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-voice"}
+	log := slog.New(slog.DiscardHandler)
+	engine := pipeline.NewEngine(pipeline.Config{LLM: client, Thinking: true, Logger: log}, mem)
+	agent := room.NewAgent(cfg, mem, room.NewMetrics(nil), func(id string) room.Conversation { return engine.Open(id) }, log)
+	agent.EnableVoice(room.VoiceConfig{OutputRate: speechstandin.PCMRate, Stage: voice.Config{
+		Recognizer:  &voice.OpenAIRecognizer{URL: speech.URL + "/v1", Streaming: true},
+		Synthesizer: &voice.OpenAISynthesizer{URL: speech.URL + "/v1", Format: "pcm", PCMRate: speechstandin.PCMRate},
+		Logger:      log,
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); agent.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-agent.Registered()
+	return cfg, mem, speech.URL, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), texts...)
+	}
+}
+
+// A typed question from a client without audio_output is answered with
+// sentences and nothing is synthesised; the same question from a client
+// with it is spoken.
+func TestVoiceOnlyForAudioClients(t *testing.T) {
+	lk := testenv.StartLiveKit(t)
+	cfg, _, _, synthesised := voiceAgent(t, lk)
+	bob := join(t, lk, cfg, "conv_voice_text", "bob")
+	bob.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
+	bob.send(&wire.Configuration{Features: []string{wire.FeatureStreaming}})
+	bob.until("configured", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 1 })
+	bob.send(&wire.UserMessage{ID: "msg_text1", ConversationID: "conv_voice_text", Content: "Hello?"})
+	got := bob.until("the final sentence", finalSentence)
+	if n := has[*wire.AssistantSentence](got); n < 2 {
+		t.Fatalf("%d sentences", n)
+	}
+	// The answer is over and stored before the next turn starts: a second
+	// question is the barrier after which no synthesis of the first can
+	// come.
+	bob.send(&wire.UserMessage{ID: "msg_text2", ConversationID: "conv_voice_text", Content: "Still there?"})
+	bob.until("the second answer", func(g []*wire.Envelope) bool {
+		n := 0
+		for _, e := range g {
+			if s, ok := e.Body.(*wire.AssistantSentence); ok && s.IsFinal {
+				n++
+			}
+		}
+		return n == 2
+	})
+	if s := synthesised(); len(s) != 0 {
+		t.Fatalf("synthesised %q for a client without audio_output", s)
+	}
+
+	carol := join(t, lk, cfg, "conv_voice_audio", "carol")
+	carol.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
+	carol.send(&wire.Configuration{Features: []string{wire.FeatureStreaming, wire.FeatureAudioOutput}})
+	carol.until("configured", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 1 })
+	carol.send(&wire.UserMessage{ID: "msg_audio1", ConversationID: "conv_voice_audio", Content: "Hello?"})
+	carol.until("the final sentence", finalSentence)
+	deadline := time.Now().Add(30 * time.Second)
+	for len(synthesised()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("nothing synthesised for a client with audio_output")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if s := synthesised()[0]; !strings.HasPrefix(s, "You said: Hello?") {
+		t.Fatalf("spoke %q first", s)
+	}
 }
