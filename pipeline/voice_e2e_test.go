@@ -210,6 +210,18 @@ func TestVoiceTurnThroughTheEngine(t *testing.T) {
 		t.Fatalf("heard %q", said)
 	}
 
+	// The bot says it speaks, as LiveKit's client components read it (the
+	// worker's token lets it set its own attributes).
+	state := ""
+	for _, p := range u.room.GetRemoteParticipants() {
+		if p.Kind() == lksdk.ParticipantAgent {
+			state = p.Attributes()[room.AgentStateAttribute]
+		}
+	}
+	if state != string(voice.StateSpeaking) {
+		t.Fatalf("lk.agent.state %q while the answer plays", state)
+	}
+
 	// Talking over it interrupts it; the stored answer says what was heard.
 	speak(ctx, mic, append(speechtest.Render(t, interruption, 140, voice.InputRate), speechtest.Silence(1000, voice.InputRate)...))
 	deadline := time.Now().Add(30 * time.Second)

@@ -121,7 +121,7 @@ func (w *worker) serve(ctx context.Context) error {
 		// The server mints the join token from these; updating its own
 		// attributes is how the bot publishes lk.agent.state.
 		AllowedPermissions: &livekit.ParticipantPermission{CanSubscribe: true, CanPublish: true, CanPublishData: true,
-			CanUpdateMetadata: true, Agent: true},
+			CanUpdateMetadata: true},
 	}}}); err != nil {
 		return err
 	}

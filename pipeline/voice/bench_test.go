@@ -31,7 +31,6 @@ func (r *timedRoom) Transcript(ctx context.Context, t voice.Transcript) {
 // timedOut notes when audio is first written and when it is cleared.
 type timedOut struct {
 	*fakeOut
-	mu      sync.Mutex
 	first   chan time.Time
 	cleared chan time.Time
 	once    sync.Once

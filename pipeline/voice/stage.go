@@ -400,6 +400,14 @@ func (s *Stage) Listen(ctx context.Context, speaker, trackID string) *Input {
 // listen runs one speaker's endpointer and recognition.
 func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) {
 	log := s.cfg.Logger.With("speaker", speaker)
+	defer func() {
+		in.mu.Lock()
+		drops := in.drops
+		in.mu.Unlock()
+		if drops > 0 {
+			log.Warn("voice: the stage fell behind a microphone and dropped audio", "chunks", drops)
+		}
+	}()
 	e, err := NewEndpointer(s.cfg.Endpoint)
 	if err != nil {
 		log.Error("voice: no VAD", "err", err)
