@@ -3,6 +3,7 @@ module github.com/alicia-voice/alicia
 go 1.26
 
 require (
+	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/expr-lang/expr v1.17.6
 	github.com/google/uuid v1.6.0
 	github.com/gorilla/websocket v1.5.4-0.20250319132907-e064f32e3674
@@ -12,6 +13,7 @@ require (
 	github.com/livekit/server-sdk-go/v2 v2.18.1
 	github.com/matoous/go-nanoid/v2 v2.1.0
 	github.com/maxhawkins/go-webrtcvad v0.0.0-20210121163624-be60036f3083
+	github.com/peterbourgon/ff/v3 v3.4.0
 	github.com/pion/webrtc/v4 v4.2.15
 	github.com/pressly/goose/v3 v3.26.0
 	github.com/prometheus/client_golang v1.23.2

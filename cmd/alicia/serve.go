@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/alicia-voice/alicia/internal/lkserver"
@@ -26,20 +26,11 @@ import (
 )
 
 func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cfg room.Config
-	cfg.Flags(fs)
-	dbURL := fs.String("database", os.Getenv("ALICIA_DATABASE_URL"), "Postgres URL; empty keeps conversations in memory (ALICIA_DATABASE_URL)")
-	reasoningMode := fs.String("store-reasoning", envOr("ALICIA_STORE_REASONING", "plain"), "plain, encrypted or off (ALICIA_STORE_REASONING)")
-	system := fs.String("system", envOr("ALICIA_SYSTEM_PROMPT", "You are Alicia, a helpful voice assistant. Answer briefly."), "system prompt (ALICIA_SYSTEM_PROMPT)")
-	aguiPath := fs.String("agui-path", envOr("ALICIA_AGUI_PATH", "/agui"), "path of the AG-UI endpoint (ALICIA_AGUI_PATH)")
-	thinking := fs.Bool("thinking", os.Getenv("ALICIA_THINKING") != "off", "let the model reason before answering (ALICIA_THINKING=off disables)")
-	voiceOn := fs.Bool("voice", os.Getenv("ALICIA_VOICE") != "off", "listen to users' microphones and speak answers (ALICIA_VOICE=off disables)")
-	phrases := fs.String("speech-standin-phrases", os.Getenv("ALICIA_SPEECH_STANDIN_PHRASES"), "a file of phrases the speech stand-in's recogniser is limited to (ALICIA_SPEECH_STANDIN_PHRASES)")
-	if err := fs.Parse(args); err != nil {
+	sc, err := parseServeConfig(args, stderr)
+	if err != nil {
 		return err
 	}
+	cfg := sc.Room
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	if cfg.LiveKitURL == "" {
 		// No LiveKit server given: run one for this process.
@@ -58,24 +49,18 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	}
 
 	var key []byte
-	if *reasoningMode == string(storage.ReasoningEncrypted) {
-		var err error
-		if key, err = storage.ParseKey(os.Getenv("ALICIA_STORAGE_KEY")); err != nil {
-			return err
-		}
+	if sc.StoreReasoning == string(storage.ReasoningEncrypted) {
+		key, _ = storage.ParseKey(sc.StorageKey) // validated
 	}
 	metrics := prometheus.NewRegistry()
-	metrics.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
-	store, err := storage.Open(ctx, storage.Config{DatabaseURL: *dbURL, Reasoning: storage.ReasoningMode(*reasoningMode), Key: key,
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	store, err := storage.Open(ctx, storage.Config{DatabaseURL: sc.DatabaseURL, Reasoning: storage.ReasoningMode(sc.StoreReasoning), Key: key,
 		Logger: log, Registerer: metrics})
 	if err != nil {
 		return err
 	}
 
-	llmCfg, err := llm.ConfigFromEnv(os.Getenv)
-	if err != nil {
-		return err
-	}
+	llmCfg := sc.LLM
 	if llmCfg.URL == "" {
 		// No model configured: answer with the stand-in, and say so.
 		url, stop, err := startStandin(log)
@@ -92,11 +77,11 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	}
 	log.Info("model backend", "backend", llmCfg.Backend, "url", llmCfg.URL, "model", llmCfg.Model, "flavor", llm.FlavorOf(client))
 
-	pcfg := pipeline.Config{LLM: client, System: *system, Thinking: *thinking, Logger: log}
+	pcfg := pipeline.Config{LLM: client, System: sc.SystemPrompt, Thinking: sc.Thinking == "on", Logger: log}
 	engine := pipeline.NewEngine(pcfg, store)
 	agent := room.NewAgent(cfg, store, room.NewMetrics(metrics), func(id string) room.Conversation { return engine.Open(id) }, log)
-	if *voiceOn {
-		vcfg, stop, err := voiceConfig(*phrases, log)
+	if sc.Voice == "on" {
+		vcfg, stop, err := voiceConfig(sc.Speech, sc.SpeechStandinPhrases, log)
 		if err != nil {
 			return err
 		}
@@ -107,7 +92,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/token", agent.TokenHandler())
 	mux.Handle("GET /v1/conversations/{id}", storage.HistoryHandler(store, users, log))
-	mux.Handle("POST "+*aguiPath, pipeline.NewAGUI(engine, users))
+	mux.Handle("POST "+sc.AGUIPath, pipeline.NewAGUI(engine, users))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
@@ -152,11 +137,7 @@ func envOr(k, d string) string {
 // voiceConfig reads the speech providers' configuration; where no STT or
 // TTS server is given it serves the speech stand-in on a free local port,
 // and says so.
-func voiceConfig(phrases string, log *slog.Logger) (room.VoiceConfig, func(), error) {
-	pc, err := voice.ConfigFromEnv(os.Getenv)
-	if err != nil {
-		return room.VoiceConfig{}, nil, err
-	}
+func voiceConfig(pc voice.ProviderConfig, phrases string, log *slog.Logger) (room.VoiceConfig, func(), error) {
 	stop := func() {}
 	if pc.STTURL == "" || pc.TTSURL == "" {
 		sp, err := newSpeechStandin(phrases, log)

@@ -1,9 +1,9 @@
 package voice
 
 import (
+	"errors"
+	"flag"
 	"fmt"
-	"strconv"
-	"strings"
 )
 
 // ProviderConfig says where speech recognition and synthesis are served.
@@ -22,47 +22,32 @@ type ProviderConfig struct {
 	TTSRate int
 }
 
-// ConfigFromEnv reads ALICIA_STT_URL, ALICIA_STT_MODEL, ALICIA_STT_API_KEY,
-// ALICIA_STT_STREAM, ALICIA_STT_LANGUAGE, ALICIA_TTS_URL, ALICIA_TTS_MODEL,
-// ALICIA_TTS_API_KEY, ALICIA_TTS_VOICE, ALICIA_TTS_FORMAT and
-// ALICIA_TTS_PCM_RATE.
-func ConfigFromEnv(getenv func(string) string) (ProviderConfig, error) {
-	c := ProviderConfig{
-		STTURL: getenv("ALICIA_STT_URL"), STTModel: getenv("ALICIA_STT_MODEL"), STTAPIKey: getenv("ALICIA_STT_API_KEY"),
-		Language: getenv("ALICIA_STT_LANGUAGE"),
-		TTSURL:   getenv("ALICIA_TTS_URL"), TTSModel: getenv("ALICIA_TTS_MODEL"), TTSAPIKey: getenv("ALICIA_TTS_API_KEY"),
-		TTSVoice: getenv("ALICIA_TTS_VOICE"), TTSFormat: getenv("ALICIA_TTS_FORMAT"),
+// Flags registers the providers' settings on fs (-stt-url is
+// ALICIA_STT_URL for a caller that reads the environment too).
+func (c *ProviderConfig) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.STTURL, "stt-url", "", "an OpenAI-compatible speech recogniser (POST /v1/audio/transcriptions; the URL includes /v1); empty: the built-in stand-in")
+	fs.StringVar(&c.STTModel, "stt-model", "whisper-1", "the recogniser's model")
+	fs.StringVar(&c.STTAPIKey, "stt-api-key", "", "the recogniser's API key")
+	fs.BoolVar(&c.STTStream, "stt-stream", false, "ask the recogniser for streamed partial transcripts (stream=true)")
+	fs.StringVar(&c.Language, "stt-language", "", "the language spoken (ISO 639-1); empty: the recogniser detects it")
+	fs.StringVar(&c.TTSURL, "tts-url", "", "an OpenAI-compatible speech synthesiser (POST /v1/audio/speech); empty: the built-in stand-in")
+	fs.StringVar(&c.TTSModel, "tts-model", "tts-1", "the synthesiser's model")
+	fs.StringVar(&c.TTSAPIKey, "tts-api-key", "", "the synthesiser's API key")
+	fs.StringVar(&c.TTSVoice, "tts-voice", "alloy", "the synthesiser's voice")
+	fs.StringVar(&c.TTSFormat, "tts-format", "pcm", "pcm (streamed 16-bit mono) or wav")
+	fs.IntVar(&c.TTSRate, "tts-pcm-rate", 24000, "the sample rate of pcm responses, in Hz")
+}
+
+// Validate says what is wrong with the settings.
+func (c *ProviderConfig) Validate() error {
+	var errs []error
+	if c.TTSFormat != "pcm" && c.TTSFormat != "wav" {
+		errs = append(errs, fmt.Errorf("ALICIA_TTS_FORMAT must be pcm or wav, not %q", c.TTSFormat))
 	}
-	if c.STTModel == "" {
-		c.STTModel = "whisper-1"
+	if c.TTSRate < 8000 || c.TTSRate > 48000 {
+		errs = append(errs, fmt.Errorf("ALICIA_TTS_PCM_RATE must be a sample rate from 8000 to 48000 Hz, not %d", c.TTSRate))
 	}
-	if c.TTSModel == "" {
-		c.TTSModel = "tts-1"
-	}
-	if v := getenv("ALICIA_STT_STREAM"); v != "" {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return c, fmt.Errorf("ALICIA_STT_STREAM: %w", err)
-		}
-		c.STTStream = b
-	}
-	switch strings.ToLower(c.TTSFormat) {
-	case "", "pcm", "wav":
-		c.TTSFormat = strings.ToLower(c.TTSFormat)
-	default:
-		return c, fmt.Errorf("ALICIA_TTS_FORMAT %q: want pcm or wav", c.TTSFormat)
-	}
-	if v := getenv("ALICIA_TTS_PCM_RATE"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 8000 || n > 48000 {
-			return c, fmt.Errorf("ALICIA_TTS_PCM_RATE %q: want a sample rate in Hz", v)
-		}
-		c.TTSRate = n
-	}
-	if c.TTSRate == 0 {
-		c.TTSRate = 24000
-	}
-	return c, nil
+	return errors.Join(errs...)
 }
 
 // Recognizer builds the configured recogniser.
