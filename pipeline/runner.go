@@ -168,6 +168,21 @@ func (c *Conversation) run(t *Turn) {
 		face.Send(errorBody(c.ID, wire.CodeServiceUnavailable, true, "The model returned no answer.", m.ID))
 	}
 	content := a.text.String()
+	late := func(text string) {
+		c.do(func() {
+			store.SaveMessage(storage.Message{ID: t.ID, ConversationID: c.ID, PreviousID: m.ID, Role: "assistant", Content: text, Status: storage.StatusStopped, VariantOf: sp.variantOf, CreatedAt: now})
+			c.mu.Lock()
+			for i := range c.local {
+				if c.local[i].answerID == t.ID {
+					c.local[i].answer = sp.prefix + text
+				}
+			}
+			c.mu.Unlock()
+		})
+	}
+	if heard := t.takeHeard(late); heard != nil {
+		content, status = *heard, storage.StatusStopped
+	}
 	store.SaveMessage(storage.Message{ID: t.ID, ConversationID: c.ID, PreviousID: m.ID, Role: "assistant", Content: content, Status: status, VariantOf: sp.variantOf, CreatedAt: now})
 	c.remember(turnRecord{user: llm.Message{ID: m.ID, Role: llm.RoleUser, Content: m.Content}, encrypted: encrypted, answerID: t.ID, answer: sp.prefix + content}, sp)
 }

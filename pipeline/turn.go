@@ -41,6 +41,11 @@ type Turn struct {
 	speaking  int           // speech consumers playing this turn
 	hushed    chan struct{} // closed by Interrupt(speech)
 	generated bool          // the model is done (or was stopped)
+	// heard is what speech played of an answer it cut short; saved says
+	// the answer is stored already, so that a later heard re-saves it.
+	heard     *string
+	saved     bool
+	lateHeard func(text string)
 }
 
 func newTurn(parent context.Context, face Face, sp spec, prev *Turn) *Turn {
@@ -132,6 +137,32 @@ func (t *Turn) Sentences(ctx context.Context) iter.Seq[Sentence] {
 			}
 		}
 	}
+}
+
+// Heard records what the user heard of the answer when speech was cut
+// short: the stored assistant message keeps only that, marked stopped,
+// and later turns show the model only that, as LiveKit Agents truncates
+// its chat context to what was played.
+func (t *Turn) Heard(text string) {
+	t.mu.Lock()
+	t.heard = &text
+	late := t.lateHeard
+	if !t.saved {
+		late = nil
+	}
+	t.mu.Unlock()
+	if late != nil {
+		late(text)
+	}
+}
+
+// takeHeard marks the answer as being saved and returns what was heard,
+// if speech cut it short before; a later Heard calls late.
+func (t *Turn) takeHeard(late func(text string)) *string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.saved, t.lateHeard = true, late
+	return t.heard
 }
 
 func (t *Turn) addSentence(s Sentence) {

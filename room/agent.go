@@ -15,6 +15,7 @@ import (
 	"github.com/livekit/protocol/livekit"
 	lksdk "github.com/livekit/server-sdk-go/v2"
 
+	"github.com/alicia-voice/alicia/pipeline/voice"
 	"github.com/alicia-voice/alicia/storage"
 )
 
@@ -129,6 +130,8 @@ type Agent struct {
 	wg   sync.WaitGroup
 	// draining: stopping; new assignments are refused.
 	draining bool
+	// voice, if set, gives every room the voice path (EnableVoice).
+	voice *VoiceConfig
 }
 
 type job struct {
@@ -290,6 +293,12 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 		default:
 		}
 	}
+	var vj *voiceJob
+	if a.voice != nil {
+		vj = newVoiceJob(a.ctx, *a.voice, log)
+		vj.mics.Bind(cb)
+		defer vj.stop()
+	}
 	// A loaded server can be slow to connect: try a few times before the
 	// job is reported failed.
 	room, err := retry(a.ctx, log, "joining the room", 3, func() (*lksdk.Room, error) {
@@ -309,8 +318,13 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	// livekit-server announces a participant that publishes no track
 	// only in the room's batched updates, every 3 s; an attribute change
 	// is announced at once. The agent state is what LiveKit's client
-	// components read anyway.
-	room.LocalParticipant.SetAttributes(map[string]string{AgentStateAttribute: "listening"})
+	// components read anyway. With voice, listening comes once the
+	// microphones are heard.
+	state := voice.StateListening
+	if vj != nil {
+		state = voice.StateInitializing
+	}
+	SetAgentState(room.LocalParticipant, state)
 	// Users already in the room get the handshake now, so that nobody
 	// depends on who came first.
 	joined := time.Now()
@@ -321,6 +335,9 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 			sess.join(p.Identity())
 			sess.welcome(p.Identity())
 		}
+	}
+	if vj != nil {
+		vj.start(room, sess)
 	}
 	a.worker.jobStatus(j.id, livekit.JobStatus_JS_RUNNING, "")
 	log.Info("joined", "join", joined.Sub(assigned), "greeting", time.Since(joined))

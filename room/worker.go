@@ -117,6 +117,10 @@ func (w *worker) serve(ctx context.Context) error {
 	}()
 	if err := w.write(&livekit.WorkerMessage{Message: &livekit.WorkerMessage_Register{Register: &livekit.RegisterWorkerRequest{
 		Type: livekit.JobType_JT_ROOM, AgentName: w.agentName, Version: w.version,
+		// The server mints the join token from these; updating its own
+		// attributes is how the bot publishes lk.agent.state.
+		AllowedPermissions: &livekit.ParticipantPermission{CanSubscribe: true, CanPublish: true, CanPublishData: true,
+			CanUpdateMetadata: true},
 	}}}); err != nil {
 		return err
 	}

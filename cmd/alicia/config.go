@@ -11,6 +11,7 @@ import (
 	"github.com/peterbourgon/ff/v3"
 
 	"github.com/alicia-voice/alicia/llm"
+	"github.com/alicia-voice/alicia/pipeline/voice"
 	"github.com/alicia-voice/alicia/room"
 	"github.com/alicia-voice/alicia/storage"
 )
@@ -29,6 +30,10 @@ type serveConfig struct {
 	AGUIPath       string
 	Thinking       string
 	LogLevel       slog.Level
+	Voice          string
+	Speech         voice.ProviderConfig
+	// SpeechStandinPhrases limits the speech stand-in's recogniser.
+	SpeechStandinPhrases string
 }
 
 func parseServeConfig(args []string, stderr io.Writer) (*serveConfig, error) {
@@ -57,6 +62,9 @@ func (c *serveConfig) flags() *flag.FlagSet {
 	fs.StringVar(&c.AGUIPath, "agui-path", "/agui", "path of the AG-UI endpoint")
 	fs.StringVar(&c.Thinking, "thinking", "on", "on: the model reasons before answering; off: it answers at once")
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "debug, info, warn or error; the LiveKit SDK's routine lines are debug")
+	fs.StringVar(&c.Voice, "voice", "on", "on: listen to users' microphones and speak answers; off: text only")
+	c.Speech.Flags(fs)
+	fs.StringVar(&c.SpeechStandinPhrases, "speech-standin-phrases", "", "a file of phrases, one a line, that the speech stand-in's recogniser is limited to")
 	fs.VisitAll(func(f *flag.Flag) { f.Usage += " (" + envName(f.Name) + ")" })
 	return fs
 }
@@ -78,6 +86,12 @@ func (c *serveConfig) validate() error {
 	}
 	if c.Thinking != "on" && c.Thinking != "off" {
 		errs = append(errs, fmt.Errorf("ALICIA_THINKING must be on or off, not %q", c.Thinking))
+	}
+	if c.Voice != "on" && c.Voice != "off" {
+		errs = append(errs, fmt.Errorf("ALICIA_VOICE must be on or off, not %q", c.Voice))
+	}
+	if err := c.Speech.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if len(c.AGUIPath) == 0 || c.AGUIPath[0] != '/' {
 		errs = append(errs, fmt.Errorf("ALICIA_AGUI_PATH must start with /, not %q", c.AGUIPath))

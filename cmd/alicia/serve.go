@@ -20,6 +20,8 @@ import (
 	"github.com/alicia-voice/alicia/llm"
 	"github.com/alicia-voice/alicia/llm/standin"
 	"github.com/alicia-voice/alicia/pipeline"
+	"github.com/alicia-voice/alicia/pipeline/voice"
+	speechstandin "github.com/alicia-voice/alicia/pipeline/voice/standin"
 	"github.com/alicia-voice/alicia/room"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/web"
@@ -81,6 +83,14 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	pcfg := pipeline.Config{LLM: client, System: sc.SystemPrompt, Thinking: sc.Thinking == "on", Logger: log}
 	engine := pipeline.NewEngine(pcfg, store)
 	agent := room.NewAgent(cfg, store, room.NewMetrics(metrics), func(id string) room.Conversation { return engine.Open(id) }, log)
+	if sc.Voice == "on" {
+		vcfg, stop, err := voiceConfig(sc.Speech, sc.SpeechStandinPhrases, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		agent.EnableVoice(vcfg)
+	}
 	users := room.BearerIdentity(cfg.APIKey, cfg.APISecret)
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/token", agent.TokenHandler())
@@ -131,9 +141,42 @@ func envOr(k, d string) string {
 	return d
 }
 
+// voiceConfig reads the speech providers' configuration; where no STT or
+// TTS server is given it serves the speech stand-in on a free local port,
+// and says so.
+func voiceConfig(pc voice.ProviderConfig, phrases string, log *slog.Logger) (room.VoiceConfig, func(), error) {
+	stop := func() {}
+	if pc.STTURL == "" || pc.TTSURL == "" {
+		sp, err := newSpeechStandin(phrases, log)
+		if err != nil {
+			return room.VoiceConfig{}, nil, fmt.Errorf("no ALICIA_STT_URL or ALICIA_TTS_URL and no speech stand-in (ALICIA_VOICE=off runs without voice): %w", err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			sp.Close()
+			return room.VoiceConfig{}, nil, err
+		}
+		srv := &http.Server{Handler: sp.Handler(), ReadHeaderTimeout: 10 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		stop = func() { _ = srv.Close(); _ = sp.Close() }
+		base := "http://" + ln.Addr().String() + "/v1"
+		if pc.STTURL == "" {
+			pc.STTURL, pc.STTStream = base, true
+			log.Warn("NO SPEECH RECOGNITION CONFIGURED: listening with the pocketsphinx stand-in, which is poor on open vocabulary; set ALICIA_STT_URL for a real STT server", "url", base, "phrases", phrases)
+		}
+		if pc.TTSURL == "" {
+			pc.TTSURL, pc.TTSFormat, pc.TTSRate = base, "pcm", speechstandin.PCMRate
+			log.Warn("NO SPEECH SYNTHESIS CONFIGURED: speaking with the espeak-ng stand-in; set ALICIA_TTS_URL for a real TTS server", "url", base)
+		}
+	}
+	log.Info("voice", "stt", pc.STTURL, "tts", pc.TTSURL)
+	return room.VoiceConfig{Stage: voice.Config{Recognizer: pc.Recognizer(), Synthesizer: pc.Synthesizer(), Language: pc.Language,
+		Voice: pc.TTSVoice, Logger: log}, OutputRate: pc.TTSRate}, stop, nil
+}
+
 // startStandin serves the Qwen3 stand-in on a free local port.
 func startStandin(log *slog.Logger) (string, func(), error) {
-	base, srv, ln, err := standinServer("127.0.0.1:0", nil, standin.RealisticPacing, log, nil)
+	base, srv, ln, err := standinServer("127.0.0.1:0", nil, standin.RealisticPacing, nil, log, nil)
 	if err != nil {
 		return "", nil, err
 	}

@@ -9,11 +9,13 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/alicia-voice/alicia/llm/standin"
+	speechstandin "github.com/alicia-voice/alicia/pipeline/voice/standin"
 )
 
 func runStandin(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
@@ -32,6 +34,7 @@ func runStandin(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		aliases[name] = weights
 		return nil
 	})
+	phrases := fs.String("phrases", "", "a file of phrases, one a line, that the speech recogniser is limited to (open vocabulary otherwise)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -44,7 +47,13 @@ func runStandin(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		}
 	}
 	pacing := standin.Pacing{TTFTMs: float64(*ttft) / float64(time.Millisecond), TokenMs: float64(*perToken) / float64(time.Millisecond), Jitter: standin.RealisticPacing.Jitter}
-	base, srv, ln, err := standinServer(*addr, scenarios, pacing, log, aliases)
+	speech, err := newSpeechStandin(*phrases, log)
+	if err != nil {
+		log.Warn("no speech stand-in: the audio endpoints are not served", "err", err)
+	} else {
+		defer speech.Close()
+	}
+	base, srv, ln, err := standinServer(*addr, scenarios, pacing, speech, log, aliases)
 	if err != nil {
 		return err
 	}
@@ -70,6 +79,11 @@ func runStandin(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 	for _, k := range names {
 		fmt.Fprintf(stdout, "  %-38s ALICIA_LLM_URL=%s\n", k, examples[k])
 	}
+	if speech != nil {
+		log.Warn("STAND-IN SPEECH: pocketsphinx and espeak-ng, not a real STT or TTS model", "phrases", *phrases)
+		fmt.Fprintf(stdout, "  %-38s ALICIA_STT_URL=%s/v1 ALICIA_TTS_URL=%s/v1\n", "speech (OpenAI audio API)", base, base)
+		fmt.Fprintf(stdout, "  %-38s ALICIA_STT_URL=%s/vllm/v1 (also /speaches/v1, /whispercpp/v1)\n", "speech recognition as vLLM serves it", base)
+	}
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -83,8 +97,10 @@ func runStandin(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 }
 
 // standinServer builds the stand-in's HTTP server on addr (port 0 for a
-// free one) and returns its base URL; the caller serves ln.
-func standinServer(addr string, scenarios []standin.Scenario, pacing standin.Pacing, log *slog.Logger, aliases map[string]string) (string, *http.Server, net.Listener, error) {
+// free one) and returns its base URL; the caller serves ln. speech, if
+// not nil, serves the audio endpoints beside the model's; aliases serve a
+// model name as other weights.
+func standinServer(addr string, scenarios []standin.Scenario, pacing standin.Pacing, speech *speechstandin.Server, log *slog.Logger, aliases map[string]string) (string, *http.Server, net.Listener, error) {
 	s, err := standin.New(scenarios, pacing, log)
 	if err != nil {
 		return "", nil, nil, err
@@ -92,9 +108,35 @@ func standinServer(addr string, scenarios []standin.Scenario, pacing standin.Pac
 	for name, weights := range aliases {
 		s.Serve(name, weights)
 	}
+	handler := s.Handler()
+	if speech != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/", handler)
+		mux.Handle("/v1/audio/", speech.Handler())
+		mux.Handle("/{profile}/v1/audio/", speech.Handler())
+		handler = mux
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", nil, nil, err
 	}
-	return "http://" + ln.Addr().String(), &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}, ln, nil
+	return "http://" + ln.Addr().String(), &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}, ln, nil
+}
+
+// newSpeechStandin builds the speech stand-in, limited to the phrases in
+// the file at path if one is given.
+func newSpeechStandin(path string, log *slog.Logger) (*speechstandin.Server, error) {
+	var phrases []string
+	if path != "" {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range strings.Split(string(raw), "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				phrases = append(phrases, l)
+			}
+		}
+	}
+	return speechstandin.New(speechstandin.Config{Phrases: phrases, Log: log})
 }

@@ -55,7 +55,7 @@ func webServer(t *testing.T) (string, string) {
 		testenv.StartLiveKit(t) // fails (or skips) with the reason
 	}
 	testenv.Chromium(t)
-	base, srv, ln, err := standinServer("127.0.0.1:0", webScenarios, standin.Pacing{TTFTMs: 50, TokenMs: 25, Jitter: 0.2}, slog.New(slog.DiscardHandler), nil)
+	base, srv, ln, err := standinServer("127.0.0.1:0", webScenarios, standin.Pacing{TTFTMs: 50, TokenMs: 25, Jitter: 0.2}, nil, slog.New(slog.DiscardHandler), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

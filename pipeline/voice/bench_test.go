@@ -1,0 +1,192 @@
+package voice_test
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/alicia-voice/alicia/internal/speechtest"
+	"github.com/alicia-voice/alicia/pipeline/voice"
+)
+
+// timedRoom notes when the first final transcript arrives.
+type timedRoom struct {
+	*fakeRoom
+	final chan time.Time
+}
+
+func (r *timedRoom) Transcript(ctx context.Context, t voice.Transcript) {
+	if t.Final {
+		select {
+		case r.final <- time.Now():
+		default:
+		}
+	}
+	r.fakeRoom.Transcript(ctx, t)
+}
+
+// timedOut notes when audio is first written and when it is cleared.
+type timedOut struct {
+	*fakeOut
+	first   chan time.Time
+	cleared chan time.Time
+	once    sync.Once
+}
+
+func (o *timedOut) Write(s []int16, rate int) error {
+	o.once.Do(func() { o.first <- time.Now() })
+	return o.fakeOut.Write(s, rate)
+}
+
+func (o *timedOut) Clear() {
+	select {
+	case o.cleared <- time.Now():
+	default:
+	}
+	o.fakeOut.Clear()
+}
+
+// paced feeds pcm in 20 ms frames at real-time pace and returns when
+// the frame at index mark was written.
+func paced(ctx context.Context, in *voice.Input, pcm []int16, mark int) <-chan time.Time {
+	at := make(chan time.Time, 1)
+	go func() {
+		tick := time.NewTicker(voice.FrameDuration)
+		defer tick.Stop()
+		for i := 0; i+voice.FrameSamples <= len(pcm); i += voice.FrameSamples {
+			if i/voice.FrameSamples == mark {
+				at <- time.Now()
+			}
+			_ = in.Write(pcm[i : i+voice.FrameSamples])
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return at
+}
+
+// BenchmarkEndOfSpeechToFinal: from the last voiced frame, fed at real
+// time, to the final Transcription (the endpointing delay plus the
+// stand-in recogniser); then from that final Transcription to the first
+// audio frame out, with an engine that answers at once (the synthesiser's
+// time to first byte).
+func BenchmarkEndOfSpeechToFinal(b *testing.B) {
+	base, _ := speechServer(b)
+	speech := speechtest.Render(b, other, 140, voice.InputRate)
+	voiced := voiceEnd(speech)
+	pcm := append(append(speechtest.Silence(200, voice.InputRate), speech...), speechtest.Silence(1500, voice.InputRate)...)
+	mark := (200*voice.InputRate/1000 + voiced) / voice.FrameSamples
+	var eos, fta time.Duration
+	for b.Loop() {
+		room := &timedRoom{fakeRoom: newRoom(true), final: make(chan time.Time, 1)}
+		out := &timedOut{fakeOut: &fakeOut{speed: 1}, first: make(chan time.Time, 1), cleared: make(chan time.Time, 1)}
+		turn := newTurn(voice.Sentence{Seq: 1, Text: "You said: how far is the moon."})
+		turn.finish()
+		st := newStage(b, base, &fakeEngine{started: make(chan started, 1), accept: func(string) *fakeTurn { return turn }}, room, out)
+		ctx, cancel := context.WithCancel(context.Background())
+		in := st.Listen(ctx, "alice", "TR")
+		spokeEnd := <-paced(ctx, in, pcm, mark)
+		final := wait(b, room.final, "final transcript")
+		first := wait(b, out.first, "first audio")
+		cancel()
+		eos += final.Sub(spokeEnd)
+		fta += first.Sub(final)
+	}
+	b.ReportMetric(float64(eos.Milliseconds())/float64(b.N), "ms-end-of-speech→final")
+	b.ReportMetric(float64(fta.Milliseconds())/float64(b.N), "ms-final→first-audio")
+}
+
+// BenchmarkBargeIn: from the user's first voiced frame over the agent's
+// speech, fed at real time, to the cleared audio queue; at least
+// MinInterruption (500 ms), and what lies beyond it is the stage's own
+// delay.
+func BenchmarkBargeIn(b *testing.B) {
+	base, _ := speechServer(b)
+	speech := trim(speechtest.Render(b, other, 140, voice.InputRate))
+	pcm := append(speechtest.Silence(200, voice.InputRate), speech...)
+	// The trimmed speech is voiced from its first frame on.
+	mark := 200 * voice.InputRate / 1000 / voice.FrameSamples
+	var total time.Duration
+	for b.Loop() {
+		room := newRoom(true)
+		out := &timedOut{fakeOut: &fakeOut{speed: 1}, first: make(chan time.Time, 1), cleared: make(chan time.Time, 1)}
+		long := newTurn(voice.Sentence{Seq: 1, Text: "The weather in Paris is mild today, with a light breeze from the west and some sun."})
+		st := newStage(b, base, &fakeEngine{started: make(chan started, 1), accept: func(string) *fakeTurn { return nil }}, room, out)
+		st.Speak(context.Background(), long, "SG")
+		wait(b, out.first, "speech")
+		ctx, cancel := context.WithCancel(context.Background())
+		in := st.Listen(ctx, "alice", "TR")
+		due := <-paced(ctx, in, pcm, mark)
+		cleared := wait(b, out.cleared, "barge-in")
+		cancel()
+		total += cleared.Sub(due)
+	}
+	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms-onset→cleared")
+	b.ReportMetric(float64((total/time.Duration(b.N)-500*time.Millisecond).Microseconds())/1000, "ms-beyond-min")
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkListeningCPU: CPU spent on VAD and endpointing per second of
+// a speaker's audio (speech and silence), the work the stage does for
+// every microphone all the time.
+func BenchmarkListeningCPU(b *testing.B) {
+	speech := speechtest.Render(b, question, 140, voice.InputRate)
+	pcm := mix(append(speech, speechtest.Silence(2000, voice.InputRate)...), 1)
+	audio := time.Duration(len(pcm)) * time.Second / voice.InputRate
+	e, err := voice.NewEndpointer(voice.EndpointConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var f voice.Framer
+	start := cpuTime()
+	for b.Loop() {
+		for _, fr := range f.Write(pcm) {
+			if _, err := e.Push(fr); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	cpu := cpuTime() - start
+	b.ReportMetric(float64(cpu.Microseconds())/(float64(b.N)*audio.Seconds()), "µs-CPU/audio-s")
+}
+
+// BenchmarkSessionMemory: heap held by one conversation's voice stage
+// with one speaker listened to (its endpointer, VAD, buffers and
+// goroutines), idle.
+func BenchmarkSessionMemory(b *testing.B) {
+	const n = 200
+	for b.Loop() {
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		stages := make([]*voice.Stage, n)
+		for i := range stages {
+			stages[i] = voice.New(voice.Config{}, &fakeEngine{}, newRoom(true), &fakeOut{speed: 1})
+			wg.Add(1)
+			go func() { defer wg.Done(); stages[i].Run(ctx) }()
+			in := stages[i].Listen(ctx, "alice", "TR")
+			_ = in.Write(make([]int16, voice.FrameSamples))
+		}
+		for _, s := range stages {
+			s.State(ctx) // every stage has started its listener
+		}
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		b.ReportMetric(float64(after.HeapInuse-before.HeapInuse+after.StackInuse-before.StackInuse)/n/1024, "KiB/session")
+		cancel()
+		wg.Wait()
+	}
+}

@@ -1,0 +1,282 @@
+package voice
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	webrtcvad "github.com/maxhawkins/go-webrtcvad"
+)
+
+// FrameDuration is the unit the endpointer works in; the WebRTC VAD
+// accepts 10, 20 or 30 ms frames.
+const FrameDuration = 20 * time.Millisecond
+
+// FrameSamples is one frame at InputRate.
+const FrameSamples = InputRate * int(FrameDuration/time.Millisecond) / 1000
+
+// EndpointConfig tunes the endpointer. Zero fields take the defaults,
+// which follow LiveKit Agents' (min_endpointing_delay 0.5 s,
+// max_endpointing_delay 3 s).
+type EndpointConfig struct {
+	// Aggressiveness is the WebRTC VAD mode, 0 (least) to 3 (most eager
+	// to call a frame noise). Default 2.
+	Aggressiveness int
+	// MinSpeech is how long voice must last before it counts as speech,
+	// so that clicks and knocks start nothing. Default 120 ms.
+	MinSpeech time.Duration
+	// Silence ends an utterance. Default 500 ms.
+	Silence time.Duration
+	// UnfinishedSilence ends an utterance whose words so far look
+	// unfinished ("…and", "…the", a trailing comma). Default 1.5 s.
+	UnfinishedSilence time.Duration
+	// MaxSilence bounds UnfinishedSilence. Default 3 s.
+	MaxSilence time.Duration
+	// PreRoll is audio kept from before the speech start, so that the
+	// recogniser hears the first consonant. Default 300 ms.
+	PreRoll time.Duration
+	// NoiseMarginDB is how far above the adaptive noise floor a frame's
+	// level must be, beside the VAD's verdict, to count as voice.
+	// Default 6 dB.
+	NoiseMarginDB float64
+}
+
+func (c EndpointConfig) withDefaults() EndpointConfig {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	if c.Aggressiveness == 0 {
+		c.Aggressiveness = 2
+	}
+	def(&c.MinSpeech, 120*time.Millisecond)
+	def(&c.Silence, 500*time.Millisecond)
+	def(&c.UnfinishedSilence, 1500*time.Millisecond)
+	def(&c.MaxSilence, 3*time.Second)
+	def(&c.PreRoll, 300*time.Millisecond)
+	if c.UnfinishedSilence > c.MaxSilence {
+		c.UnfinishedSilence = c.MaxSilence
+	}
+	if c.NoiseMarginDB == 0 {
+		c.NoiseMarginDB = 6
+	}
+	return c
+}
+
+// EndpointEventKind tells what an EndpointEvent reports.
+type EndpointEventKind uint8
+
+const (
+	// SpeechStarted: voice has lasted MinSpeech.
+	SpeechStarted EndpointEventKind = iota + 1
+	// SpeechEnded: the utterance is over; Audio holds it, pre-roll
+	// included.
+	SpeechEnded
+)
+
+// EndpointEvent is what one frame completed.
+type EndpointEvent struct {
+	Kind  EndpointEventKind
+	Audio []int16
+	// Speech is how long the utterance's voice lasted.
+	Speech time.Duration
+}
+
+// Endpointer finds utterances in a stream of 16 kHz frames. It counts
+// time in audio, not on a clock, so it behaves the same in a test as on a
+// live track. One Endpointer serves one speaker and is not safe for
+// concurrent use.
+type Endpointer struct {
+	cfg EndpointConfig
+	vad *webrtcvad.VAD
+
+	floor    float64 // the noise level, as RMS
+	floorSet bool
+
+	inSpeech bool
+	run      int // voiced frames in a row before the start
+	silent   int // unvoiced frames in a row inside speech
+	voiced   int // voiced frames since the start
+	pre      [][]int16
+	audio    []int16
+	text     string
+}
+
+// NewEndpointer builds an endpointer around a WebRTC VAD.
+func NewEndpointer(cfg EndpointConfig) (*Endpointer, error) {
+	cfg = cfg.withDefaults()
+	v, err := webrtcvad.New()
+	if err != nil {
+		return nil, err
+	}
+	if err := v.SetMode(cfg.Aggressiveness); err != nil {
+		return nil, fmt.Errorf("VAD mode %d: %w", cfg.Aggressiveness, err)
+	}
+	return &Endpointer{cfg: cfg, vad: v}, nil
+}
+
+// InSpeech reports whether an utterance is under way.
+func (e *Endpointer) InSpeech() bool { return e.inSpeech }
+
+// Speech is how long the current utterance's voice has lasted.
+func (e *Endpointer) Speech() time.Duration { return time.Duration(e.voiced) * FrameDuration }
+
+// Utterance is a copy of the current utterance's audio so far.
+func (e *Endpointer) Utterance() []int16 {
+	if !e.inSpeech {
+		return nil
+	}
+	return append([]int16(nil), e.audio...)
+}
+
+// SetText gives the endpointer the words recognised so far in the
+// current utterance, so that it waits longer when they look unfinished.
+func (e *Endpointer) SetText(s string) { e.text = s }
+
+// NoiseFloor is the adaptive noise level in dBFS.
+func (e *Endpointer) NoiseFloor() float64 { return dbfs(e.floor) }
+
+func frames(d time.Duration) int { return int((d + FrameDuration - 1) / FrameDuration) }
+
+// Push processes one frame of FrameSamples samples.
+func (e *Endpointer) Push(frame []int16) ([]EndpointEvent, error) {
+	if len(frame) != FrameSamples {
+		return nil, fmt.Errorf("frame of %d samples; want %d", len(frame), FrameSamples)
+	}
+	voice, err := e.vad.Process(InputRate, pcmBytes(frame))
+	if err != nil {
+		return nil, err
+	}
+	level := rms(frame)
+	loud := level > e.floor*math.Pow(10, e.cfg.NoiseMarginDB/20) && level > minLevel
+	voiced := voice && loud
+	if !voice || !e.floorSet || !e.inSpeech {
+		// The floor follows, in decibels, the level outside utterances and
+		// of what the VAD calls noise inside them: fast downwards (a
+		// quieter room), slower upwards (a fan starting; a time constant of
+		// 0.4 s keeps a rise of 13 dB/s within the margin), so that the
+		// first syllables of speech lift it only a little.
+		switch db, floor := dbfs(level), dbfs(e.floor); {
+		case !e.floorSet:
+			e.floor, e.floorSet = level, true
+		case db < floor:
+			e.floor = fromDBFS(floor + 0.3*(db-floor))
+		default:
+			e.floor = fromDBFS(floor + 0.05*(db-floor))
+		}
+	}
+	var out []EndpointEvent
+	if !e.inSpeech {
+		e.pre = append(e.pre, frame)
+		if keep := frames(e.cfg.PreRoll) + frames(e.cfg.MinSpeech); len(e.pre) > keep {
+			e.pre = e.pre[len(e.pre)-keep:]
+		}
+		if voiced {
+			e.run++
+		} else {
+			e.run = 0
+		}
+		if e.run >= frames(e.cfg.MinSpeech) {
+			e.inSpeech, e.silent, e.voiced = true, 0, e.run
+			e.audio = e.audio[:0]
+			for _, f := range e.pre {
+				e.audio = append(e.audio, f...)
+			}
+			e.pre = e.pre[:0]
+			out = append(out, EndpointEvent{Kind: SpeechStarted, Speech: e.Speech()})
+		}
+		return out, nil
+	}
+	e.audio = append(e.audio, frame...)
+	if voiced {
+		e.silent = 0
+		e.voiced++
+		return nil, nil
+	}
+	e.silent++
+	wait := e.cfg.Silence
+	if LooksUnfinished(e.text) {
+		wait = e.cfg.UnfinishedSilence
+	}
+	if e.silent >= frames(wait) {
+		ev := EndpointEvent{Kind: SpeechEnded, Audio: append([]int16(nil), e.audio...), Speech: e.Speech()}
+		e.inSpeech, e.run, e.voiced, e.text = false, 0, 0, ""
+		e.audio = e.audio[:0]
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+// minLevel is about -60 dBFS: quieter than that is silence whatever the
+// VAD thinks.
+const minLevel = 32
+
+func rms(s []int16) float64 {
+	var sum float64
+	for _, v := range s {
+		sum += float64(v) * float64(v)
+	}
+	return math.Sqrt(sum / float64(len(s)))
+}
+
+func dbfs(level float64) float64 {
+	if level <= 0 {
+		return -120
+	}
+	return 20 * math.Log10(level/32768)
+}
+
+func fromDBFS(db float64) float64 { return 32768 * math.Pow(10, db/20) }
+
+func pcmBytes(s []int16) []byte {
+	b := make([]byte, 2*len(s))
+	for i, v := range s {
+		b[2*i] = byte(v)
+		b[2*i+1] = byte(uint16(v) >> 8)
+	}
+	return b
+}
+
+// unfinishedEnds are words after which an English sentence rarely stops.
+var unfinishedEnds = map[string]bool{
+	"and": true, "or": true, "but": true, "so": true, "because": true, "the": true, "a": true, "an": true,
+	"to": true, "of": true, "in": true, "on": true, "at": true, "for": true, "with": true, "from": true,
+	"my": true, "your": true, "is": true, "are": true, "what": true, "how": true, "if": true, "that": true,
+	"um": true, "uh": true, "like": true, "about": true, "than": true, "then": true,
+}
+
+// LooksUnfinished reports whether a transcript so far seems to stop in the
+// middle of a sentence: a trailing comma or a word that needs another
+// after it.
+func LooksUnfinished(text string) bool {
+	t := strings.TrimSpace(strings.ToLower(text))
+	if t == "" {
+		return false
+	}
+	if strings.HasSuffix(t, ",") {
+		return true
+	}
+	if strings.ContainsAny(t[len(t)-1:], ".?!") {
+		return false
+	}
+	words := strings.Fields(t)
+	return unfinishedEnds[strings.Trim(words[len(words)-1], "\"'")]
+}
+
+// Framer cuts a stream of samples of any chunk size into whole frames.
+type Framer struct{ buf []int16 }
+
+// Write adds samples and returns the whole frames they complete.
+func (f *Framer) Write(s []int16) [][]int16 {
+	f.buf = append(f.buf, s...)
+	var out [][]int16
+	for len(f.buf) >= FrameSamples {
+		out = append(out, append([]int16(nil), f.buf[:FrameSamples]...))
+		f.buf = f.buf[FrameSamples:]
+	}
+	// Keep the backing array from growing without bound.
+	f.buf = append([]int16(nil), f.buf...)
+	return out
+}

@@ -1,0 +1,79 @@
+package voice
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrorKind classifies a failed recognition or synthesis, as llm.ErrorKind
+// does for models.
+type ErrorKind string
+
+const (
+	// ErrHTTP: the server refused the request with an HTTP error.
+	ErrHTTP ErrorKind = "http"
+	// ErrConnect: the server could not be reached.
+	ErrConnect ErrorKind = "connect"
+	// ErrProtocol: the server answered with something that is not its
+	// protocol.
+	ErrProtocol ErrorKind = "protocol"
+	// ErrTruncated: the response ended early.
+	ErrTruncated ErrorKind = "truncated"
+	// ErrCancelled: the caller cancelled.
+	ErrCancelled ErrorKind = "cancelled"
+)
+
+// Error is a failed speech request.
+type Error struct {
+	// Service is "stt" or "tts".
+	Service string
+	Kind    ErrorKind
+	// Status is the HTTP status for ErrHTTP.
+	Status  int
+	Message string
+	cause   error
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Service)
+	b.WriteString(": ")
+	switch e.Kind {
+	case ErrHTTP:
+		fmt.Fprintf(&b, "server answered HTTP %d", e.Status)
+	case ErrConnect:
+		b.WriteString("server unreachable")
+	case ErrProtocol:
+		b.WriteString("server sent an unreadable response")
+	case ErrTruncated:
+		b.WriteString("the response ended early")
+	case ErrCancelled:
+		b.WriteString("cancelled")
+	}
+	if e.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Message)
+	}
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.cause }
+
+// Retryable reports whether the same request may succeed later.
+func (e *Error) Retryable() bool {
+	switch e.Kind {
+	case ErrConnect, ErrTruncated:
+		return true
+	case ErrHTTP:
+		return e.Status == 408 || e.Status == 429 || e.Status >= 500
+	}
+	return false
+}
+
+// AsError returns err as an *Error, if it is one.
+func AsError(err error) (*Error, bool) {
+	var e *Error
+	ok := errors.As(err, &e)
+	return e, ok
+}

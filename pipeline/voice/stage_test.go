@@ -1,0 +1,450 @@
+package voice_test
+
+import (
+	"context"
+	"iter"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicia-voice/alicia/internal/speechtest"
+	"github.com/alicia-voice/alicia/pipeline/voice"
+	"github.com/alicia-voice/alicia/pipeline/voice/standin"
+)
+
+type fakeRoom struct {
+	mu          sync.Mutex
+	wants       bool
+	states      []voice.State
+	transcripts chan voice.Transcript
+	speech      chan voice.AgentSpeech
+}
+
+func newRoom(wants bool) *fakeRoom {
+	return &fakeRoom{wants: wants, transcripts: make(chan voice.Transcript, 100), speech: make(chan voice.AgentSpeech, 100)}
+}
+
+func (r *fakeRoom) Transcript(_ context.Context, t voice.Transcript) { r.transcripts <- t }
+func (r *fakeRoom) AgentSpeech(_ context.Context, s voice.AgentSpeech) {
+	r.speech <- s
+}
+func (r *fakeRoom) SetState(_ context.Context, s voice.State) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.states = append(r.states, s)
+}
+func (r *fakeRoom) WantsAudio() bool { return r.wants }
+
+// fakeOut plays at speed times real time, as a track would at 1.
+type fakeOut struct {
+	mu      sync.Mutex
+	speed   float64
+	playEnd time.Time
+	written time.Duration
+	clears  int
+}
+
+func (o *fakeOut) Write(s []int16, rate int) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	d := time.Duration(len(s)) * time.Second / time.Duration(rate)
+	o.written += d
+	if now := time.Now(); o.playEnd.Before(now) {
+		o.playEnd = now
+	}
+	o.playEnd = o.playEnd.Add(time.Duration(float64(d) / o.speed))
+	return nil
+}
+
+func (o *fakeOut) Clear() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.clears++
+	o.playEnd = time.Now()
+}
+
+func (o *fakeOut) Queued() time.Duration {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return time.Duration(float64(max(0, time.Until(o.playEnd))) * o.speed)
+}
+
+func (o *fakeOut) TrackID() string { return "TR_bot" }
+
+func (o *fakeOut) stats() (time.Duration, int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.written, o.clears
+}
+
+type interrupt struct {
+	kind  voice.StopKind
+	heard *voice.Heard
+}
+
+type fakeTurn struct {
+	sentences  chan voice.Sentence
+	interrupts chan interrupt
+	stop       sync.Once
+	done       chan struct{}
+	hushed     chan struct{}
+
+	mu    sync.Mutex
+	heard *voice.Heard
+}
+
+func newTurn(ss ...voice.Sentence) *fakeTurn {
+	t := &fakeTurn{sentences: make(chan voice.Sentence, len(ss)), interrupts: make(chan interrupt, 4), done: make(chan struct{}), hushed: make(chan struct{})}
+	for _, s := range ss {
+		t.sentences <- s
+	}
+	return t
+}
+
+func (t *fakeTurn) finish() { t.stop.Do(func() { close(t.sentences); close(t.done) }) }
+
+func (t *fakeTurn) Sentences(ctx context.Context) iter.Seq[voice.Sentence] {
+	return func(yield func(voice.Sentence) bool) {
+		for {
+			select {
+			case s, ok := <-t.sentences:
+				if !ok || !yield(s) {
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// Interrupt reports the heard part given before it, as the stage does.
+func (t *fakeTurn) Interrupt(kind voice.StopKind) {
+	t.mu.Lock()
+	h := t.heard
+	t.mu.Unlock()
+	t.interrupts <- interrupt{kind, h}
+	if kind != voice.StopSpeech {
+		t.finish()
+	}
+}
+
+func (t *fakeTurn) Heard(h voice.Heard) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.heard = &h
+}
+
+func (t *fakeTurn) Speaking() func()        { return func() {} }
+func (t *fakeTurn) Hushed() <-chan struct{} { return t.hushed }
+
+func (t *fakeTurn) Done() <-chan struct{} { return t.done }
+
+type started struct{ speaker, id, text string }
+
+type fakeEngine struct {
+	accept  func(text string) *fakeTurn
+	started chan started
+}
+
+func (e *fakeEngine) StartTurn(_ context.Context, speaker, id, text string) (voice.Turn, error) {
+	e.started <- started{speaker, id, text}
+	if t := e.accept(text); t != nil {
+		return t, nil
+	}
+	return nil, errRefused
+}
+
+type refused struct{}
+
+func (refused) Error() string { return "refused" }
+
+var errRefused = refused{}
+
+const (
+	question = "What is the weather like in Paris today?"
+	other    = "How far is the moon?"
+)
+
+// speechServer is the stand-in, counting synthesis requests.
+func speechServer(t testing.TB) (string, *atomic.Int32) {
+	t.Helper()
+	s, err := standin.New(standin.Config{Phrases: []string{question, other, "yes"}, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var synth atomic.Int32
+	h := s.Handler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/audio/speech") {
+			synth.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { srv.Close(); s.Close() })
+	return srv.URL + "/v1", &synth
+}
+
+func newStage(t testing.TB, base string, e voice.Engine, r voice.Room, out voice.AudioOut) *voice.Stage {
+	t.Helper()
+	st := voice.New(voice.Config{
+		Recognizer:  &voice.OpenAIRecognizer{URL: base, Model: "whisper-1", Streaming: true},
+		Synthesizer: &voice.OpenAISynthesizer{URL: base, Model: "tts-1"},
+		Logger:      slog.New(slog.DiscardHandler),
+	}, e, r, out)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); st.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return st
+}
+
+func feed(in *voice.Input, pcm []int16) {
+	for len(pcm) > 0 {
+		n := min(len(pcm), 320)
+		_ = in.Write(pcm[:n])
+		pcm = pcm[n:]
+	}
+}
+
+func wait[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("no %s within 30 s", what)
+	}
+	var zero T
+	return zero
+}
+
+// A spoken question gives interim transcripts, then a final one whose id
+// starts the turn; the answer's sentences are spoken in order, code
+// skipped and emphasis stripped, and the agent's state follows.
+func TestStageSpeechTurn(t *testing.T) {
+	base, synth := speechServer(t)
+	room := newRoom(true)
+	out := &fakeOut{speed: 20}
+	turn := newTurn(
+		voice.Sentence{Seq: 1, Text: "It is sunny in Paris."},
+		voice.Sentence{Seq: 2, Text: "```sh\ncurl wttr.in/Paris\n```", Code: true},
+		voice.Sentence{Seq: 3, Text: "Take your **sunglasses**.", Emphasis: true},
+	)
+	turn.finish()
+	eng := &fakeEngine{started: make(chan started, 4), accept: func(string) *fakeTurn { return turn }}
+	st := newStage(t, base, eng, room, out)
+	in := st.Listen(context.Background(), "alice", "TR_alice")
+	speech := speechtest.Render(t, question, 140, voice.InputRate)
+	feed(in, append(append(speechtest.Silence(500, voice.InputRate), speech...), speechtest.Silence(1500, voice.InputRate)...))
+
+	s := wait(t, eng.started, "turn")
+	var interims int
+	for tr := range room.transcripts {
+		if tr.Speaker != "alice" || tr.TrackID != "TR_alice" || tr.ID != s.id {
+			t.Fatalf("transcript %+v for turn %+v", tr, s)
+		}
+		if tr.Final {
+			if tr.Text != s.text {
+				t.Fatalf("final %q, turn %q", tr.Text, s.text)
+			}
+			break
+		}
+		interims++
+	}
+	wer := speechtest.WER(question, s.text)
+	t.Logf("final %q after %d interims, WER %.2f", s.text, interims, wer)
+	if interims == 0 || wer > 0.2 || s.speaker != "alice" || !strings.HasPrefix(s.id, "msg") {
+		t.Fatalf("turn %+v, %d interims", s, interims)
+	}
+	first := wait(t, room.speech, "first sentence")
+	last := wait(t, room.speech, "last sentence")
+	end := wait(t, room.speech, "the end of the answer")
+	if first.Text != "It is sunny in Paris." || last.Text != "Take your sunglasses." || first.Final || !end.Final || end.Text != "" || first.SegmentID != "SG_"+s.id || first.TrackID != "TR_bot" {
+		t.Fatalf("spoke %+v, %+v, %+v", first, last, end)
+	}
+	if n := synth.Load(); n != 2 {
+		t.Fatalf("%d synthesis requests; want 2 (the code block is skipped)", n)
+	}
+	for st.State(context.Background()) != voice.StateListening {
+		// Playout takes its (accelerated) real time; State is a barrier.
+		time.Sleep(20 * time.Millisecond)
+	}
+	room.mu.Lock()
+	states := append([]voice.State(nil), room.states...)
+	room.mu.Unlock()
+	if want := []voice.State{voice.StateListening, voice.StateThinking, voice.StateSpeaking, voice.StateListening}; !equal(states, want) {
+		t.Fatalf("states %v, want %v", states, want)
+	}
+}
+
+func equal[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Without a participant that plays audio, nothing is synthesised.
+func TestStageNoAudioOutput(t *testing.T) {
+	base, synth := speechServer(t)
+	room := newRoom(false)
+	out := &fakeOut{speed: 1}
+	turn := newTurn(voice.Sentence{Seq: 1, Text: "It is sunny in Paris."})
+	st := newStage(t, base, &fakeEngine{started: make(chan started, 1)}, room, out)
+	st.Speak(context.Background(), turn, "SG_x")
+	if got := st.State(context.Background()); got != voice.StateThinking {
+		t.Fatalf("state %q", got)
+	}
+	turn.finish()
+	for st.State(context.Background()) != voice.StateListening {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if written, _ := out.stats(); synth.Load() != 0 || written != 0 || len(room.speech) != 0 {
+		t.Fatalf("%d synthesis requests, %v written", synth.Load(), written)
+	}
+}
+
+// A click and a short "yes" over the agent's speech do not interrupt it;
+// a real question does: the audio is cleared, the generation stopped, and
+// the turn told how much was heard.
+func TestStageBargeIn(t *testing.T) {
+	base, _ := speechServer(t)
+	room := newRoom(true)
+	out := &fakeOut{speed: 1}
+	long := newTurn(
+		voice.Sentence{Seq: 1, Text: "The weather in Paris is mild today, with a light breeze from the west."},
+		voice.Sentence{Seq: 2, Text: "Clouds will gather in the afternoon, and there may be a short shower around five."},
+	)
+	next := newTurn(voice.Sentence{Seq: 1, Text: "About three hundred and eighty thousand kilometres."})
+	next.finish()
+	eng := &fakeEngine{started: make(chan started, 4), accept: func(text string) *fakeTurn {
+		if speechtest.WER(other, text) < 0.5 {
+			return next
+		}
+		return nil
+	}}
+	st := newStage(t, base, eng, room, out)
+	st.Speak(context.Background(), long, "SG_long")
+	wait(t, room.speech, "first sentence")
+	in := st.Listen(context.Background(), "alice", "TR_alice")
+
+	pcm := append(speechtest.Silence(300, voice.InputRate), speechtest.Click(150, voice.InputRate)...)
+	pcm = append(pcm, speechtest.Silence(700, voice.InputRate)...)
+	pcm = append(pcm, speechtest.Render(t, "Yes.", 140, voice.InputRate)...)
+	pcm = append(pcm, speechtest.Silence(1000, voice.InputRate)...)
+	feed(in, pcm)
+	if s := wait(t, eng.started, "the short utterance"); s.text != "yes" {
+		t.Fatalf("heard %q", s.text)
+	}
+	if got := st.State(context.Background()); got != voice.StateSpeaking || len(long.interrupts) != 0 {
+		t.Fatalf("after a click and a yes: state %q, %d interrupts", got, len(long.interrupts))
+	}
+	if _, clears := out.stats(); clears != 0 {
+		t.Fatalf("after a click and a yes: %d clears", clears)
+	}
+
+	feed(in, append(speechtest.Render(t, other, 140, voice.InputRate), speechtest.Silence(1000, voice.InputRate)...))
+	got := wait(t, long.interrupts, "barge-in")
+	if _, clears := out.stats(); got.kind != voice.StopAll || got.heard == nil || clears != 1 {
+		t.Fatalf("interrupt %+v, %d clears", got, clears)
+	}
+	h := got.heard
+	t.Logf("heard %v of %v: %q, cut in %q", h.Played, h.Total, h.Text, h.Partial)
+	if h.Played <= 0 || h.Played >= h.Total || h.Partial == "" {
+		t.Fatalf("heard %+v", h)
+	}
+	if s := wait(t, eng.started, "the question"); speechtest.WER(other, s.text) > 0.2 {
+		t.Fatalf("turn %q", s.text)
+	}
+}
+
+// ControlStop: speech stops the audio and keeps the generation,
+// generation stops the model and lets the answer so far be spoken, all
+// does both; each returns once done.
+func TestStageStop(t *testing.T) {
+	base, _ := speechServer(t)
+	long := voice.Sentence{Seq: 1, Text: "The weather in Paris is mild today, with a light breeze from the west."}
+	for _, tc := range []struct {
+		kind          voice.StopKind
+		clears        int
+		stopsModel    bool
+		heardReported bool
+	}{
+		{voice.StopSpeech, 1, false, true},
+		{voice.StopGeneration, 0, true, false},
+		{voice.StopAll, 1, true, true},
+	} {
+		t.Run(string(tc.kind), func(t *testing.T) {
+			room := newRoom(true)
+			out := &fakeOut{speed: 1}
+			turn := newTurn(long)
+			st := newStage(t, base, &fakeEngine{started: make(chan started, 1)}, room, out)
+			st.Speak(context.Background(), turn, "SG")
+			wait(t, room.speech, "the first sentence")
+			if !st.Stop(context.Background(), tc.kind) {
+				t.Fatal("Stop did not run")
+			}
+			got := wait(t, turn.interrupts, "the interrupt")
+			_, clears := out.stats()
+			select {
+			case <-turn.done:
+				if !tc.stopsModel {
+					t.Fatal("the generation stopped")
+				}
+			default:
+				if tc.stopsModel {
+					t.Fatal("the generation goes on")
+				}
+			}
+			if got.kind != tc.kind || clears != tc.clears || (got.heard != nil) != tc.heardReported {
+				t.Fatalf("interrupt %+v, %d clears", got, clears)
+			}
+			want := voice.StateSpeaking
+			if tc.kind != voice.StopGeneration {
+				want = voice.StateListening
+			}
+			if s := st.State(context.Background()); s != want {
+				t.Fatalf("state %q, want %q", s, want)
+			}
+		})
+	}
+}
+
+// A stop of speech the engine received from a client (the turn hushed)
+// clears the audio at once and reports what was heard, without stopping
+// the model.
+func TestStageHushedByTheEngine(t *testing.T) {
+	base, _ := speechServer(t)
+	room := newRoom(true)
+	out := &fakeOut{speed: 1}
+	turn := newTurn(voice.Sentence{Seq: 1, Text: "The weather in Paris is mild today, with a light breeze from the west."})
+	st := newStage(t, base, &fakeEngine{started: make(chan started, 1)}, room, out)
+	st.Speak(context.Background(), turn, "SG")
+	wait(t, room.speech, "the first sentence")
+	close(turn.hushed)
+	for st.State(context.Background()) != voice.StateListening {
+		time.Sleep(10 * time.Millisecond)
+	}
+	turn.mu.Lock()
+	h := turn.heard
+	turn.mu.Unlock()
+	if _, clears := out.stats(); clears != 1 || h == nil || h.Total == 0 || len(turn.interrupts) != 0 {
+		t.Fatalf("%d clears, heard %+v, %d interrupts", clears, h, len(turn.interrupts))
+	}
+	select {
+	case <-turn.done:
+		t.Fatal("the generation stopped")
+	default:
+	}
+}

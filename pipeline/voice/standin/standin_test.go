@@ -1,0 +1,127 @@
+package standin_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicia-voice/alicia/internal/speechtest"
+	"github.com/alicia-voice/alicia/pipeline/voice"
+	"github.com/alicia-voice/alicia/pipeline/voice/standin"
+)
+
+var phrases = []string{"what is the weather like in paris today", "how far is the moon", "stop"}
+
+func serve(t *testing.T, cfg standin.Config) string {
+	t.Helper()
+	s, err := standin.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { srv.Close(); s.Close() })
+	return srv.URL
+}
+
+// Every profile's wire format, read by the production client, gives the
+// question back; the streaming ones give partials first.
+func TestTranscriptionProfiles(t *testing.T) {
+	base := serve(t, standin.Config{Phrases: phrases, Log: slog.New(slog.DiscardHandler)})
+	question := "What is the weather like in Paris today?"
+	audio := append(speechtest.Render(t, question, 140, voice.InputRate), speechtest.Silence(300, voice.InputRate)...)
+	for _, tc := range []struct {
+		path      string
+		streaming bool
+	}{{"/v1", false}, {"/v1", true}, {"/vllm/v1", true}, {"/speaches/v1", true}, {"/whispercpp/v1", true}} {
+		t.Run(strings.Trim(tc.path, "/")+map[bool]string{true: "-stream"}[tc.streaming], func(t *testing.T) {
+			rec := &voice.OpenAIRecognizer{URL: base + tc.path, Model: "whisper-1", Streaming: tc.streaming}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var partials []string
+			var final string
+			for ev := range rec.Stream(ctx, &voice.RecognizeRequest{Audio: audio, SampleRate: voice.InputRate, Language: "en"}) {
+				switch ev.Kind {
+				case voice.RecognizePartial:
+					partials = append(partials, ev.Text)
+				case voice.RecognizeFinal:
+					final = ev.Text
+				case voice.RecognizeError:
+					t.Fatal(ev.Err)
+				}
+			}
+			wer := speechtest.WER(question, final)
+			t.Logf("final %q partials %q WER %.2f", final, partials, wer)
+			if wer > 0.2 {
+				t.Fatalf("recognised %q for %q (WER %.2f)", final, question, wer)
+			}
+			streams := tc.streaming && tc.path != "/whispercpp/v1"
+			if streams != (len(partials) > 0) {
+				t.Fatalf("streaming %v but %d partials", streams, len(partials))
+			}
+		})
+	}
+}
+
+// Synthesised speech, in both formats, is recognised as the text it says.
+func TestSpeechRoundTrip(t *testing.T) {
+	base := serve(t, standin.Config{Phrases: phrases, Log: slog.New(slog.DiscardHandler)})
+	text := "How far is the moon?"
+	for _, format := range []string{"pcm", "wav"} {
+		t.Run(format, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			syn := &voice.OpenAISynthesizer{URL: base + "/v1", Model: "tts-1", Voice: "alloy", Format: format}
+			var pcm []int16
+			rate, chunks := 0, 0
+			for ev := range syn.Stream(ctx, &voice.SynthesizeRequest{Text: text}) {
+				switch ev.Kind {
+				case voice.SynthesizeAudio:
+					pcm = append(pcm, ev.Samples...)
+					rate = ev.SampleRate
+					chunks++
+				case voice.SynthesizeError:
+					t.Fatal(ev.Err)
+				}
+			}
+			if rate != standin.PCMRate || len(pcm) < rate/2 || chunks < 2 {
+				t.Fatalf("got %d samples at %d Hz in %d chunks", len(pcm), rate, chunks)
+			}
+			rec := &voice.OpenAIRecognizer{URL: base + "/v1", Model: "whisper-1"}
+			var final string
+			for ev := range rec.Stream(ctx, &voice.RecognizeRequest{Audio: pcm, SampleRate: rate}) {
+				if ev.Kind == voice.RecognizeError {
+					t.Fatal(ev.Err)
+				}
+				final = ev.Text
+			}
+			if speechtest.WER(text, final) > 0 {
+				t.Fatalf("heard %q for %q", final, text)
+			}
+		})
+	}
+}
+
+// Errors come back in OpenAI's shape and become typed errors.
+func TestErrors(t *testing.T) {
+	base := serve(t, standin.Config{Log: slog.New(slog.DiscardHandler)})
+	ctx := context.Background()
+	syn := &voice.OpenAISynthesizer{URL: base + "/v1", Format: "flac"}
+	var err error
+	for ev := range syn.Stream(ctx, &voice.SynthesizeRequest{Text: "hello"}) {
+		err = ev.Err
+	}
+	e, ok := voice.AsError(err)
+	if !ok || e.Kind != voice.ErrHTTP || e.Status != 400 || !strings.Contains(e.Message, "flac") || e.Retryable() {
+		t.Fatalf("got %#v", err)
+	}
+	rec := &voice.OpenAIRecognizer{URL: "http://127.0.0.1:1/v1"}
+	for ev := range rec.Stream(ctx, &voice.RecognizeRequest{Audio: make([]int16, 160), SampleRate: 16000}) {
+		err = ev.Err
+	}
+	if e, ok := voice.AsError(err); !ok || e.Kind != voice.ErrConnect || !e.Retryable() {
+		t.Fatalf("got %#v", err)
+	}
+}

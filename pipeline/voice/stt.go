@@ -1,0 +1,268 @@
+package voice
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"strings"
+)
+
+// RecognizeRequest is one utterance to recognise.
+type RecognizeRequest struct {
+	// Audio is mono 16-bit PCM at SampleRate.
+	Audio      []int16
+	SampleRate int
+	// Language is an ISO-639-1 hint; empty lets the server detect it.
+	Language string
+	// Prompt is text that came before, to help the recogniser.
+	Prompt string
+}
+
+// RecognizeEventKind tells what a RecognizeEvent carries.
+type RecognizeEventKind uint8
+
+const (
+	// RecognizePartial: Text is the transcript so far; it may still change.
+	RecognizePartial RecognizeEventKind = iota + 1
+	// RecognizeFinal: Text is the whole transcript. Always last.
+	RecognizeFinal
+	// RecognizeError: Err is an *Error. Always last.
+	RecognizeError
+)
+
+// RecognizeEvent is one item of a recognition stream.
+type RecognizeEvent struct {
+	Kind RecognizeEventKind
+	Text string
+	Err  error
+}
+
+// Recognizer turns an utterance into text.
+type Recognizer interface {
+	// Stream recognises req. The sequence ends with one RecognizeFinal or
+	// RecognizeError; breaking out early or cancelling ctx stops the
+	// request.
+	Stream(ctx context.Context, req *RecognizeRequest) iter.Seq[RecognizeEvent]
+}
+
+// OpenAIRecognizer speaks the OpenAI transcription API,
+// POST {URL}/audio/transcriptions, as speaches (faster-whisper-server),
+// whisper.cpp's server, vLLM and OpenAI serve it.
+type OpenAIRecognizer struct {
+	// URL is the base URL including /v1.
+	URL    string
+	Model  string
+	APIKey string
+	// Stream asks for server-sent partial transcripts (stream=true). A
+	// server that does not stream answers with plain JSON, which is read
+	// as well.
+	Streaming bool
+	Client    *http.Client
+}
+
+func sttErr(kind ErrorKind, msg string, cause error) *Error {
+	return &Error{Service: "stt", Kind: kind, Message: msg, cause: cause}
+}
+
+// Stream implements Recognizer.
+func (o *OpenAIRecognizer) Stream(ctx context.Context, req *RecognizeRequest) iter.Seq[RecognizeEvent] {
+	return func(yield func(RecognizeEvent) bool) {
+		text, err := o.run(ctx, req, func(partial string) bool {
+			return yield(RecognizeEvent{Kind: RecognizePartial, Text: partial})
+		})
+		switch {
+		case errors.Is(err, errStopped):
+		case err != nil:
+			yield(RecognizeEvent{Kind: RecognizeError, Err: err})
+		default:
+			yield(RecognizeEvent{Kind: RecognizeFinal, Text: strings.TrimSpace(text)})
+		}
+	}
+}
+
+var errStopped = errors.New("consumer stopped")
+
+func (o *OpenAIRecognizer) run(ctx context.Context, req *RecognizeRequest, partial func(string) bool) (string, error) {
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	fw, err := mw.CreateFormFile("file", "speech.wav")
+	if err != nil {
+		return "", err
+	}
+	if _, err := fw.Write(EncodeWAV(req.Audio, req.SampleRate)); err != nil {
+		return "", err
+	}
+	fields := [][2]string{{"model", o.Model}, {"response_format", "json"}, {"language", req.Language}, {"prompt", req.Prompt}}
+	if o.Streaming {
+		fields = append(fields, [2]string{"stream", "true"})
+	}
+	for _, f := range fields {
+		if f[1] == "" {
+			continue
+		}
+		if err := mw.WriteField(f[0], f[1]); err != nil {
+			return "", err
+		}
+	}
+	if err := mw.Close(); err != nil {
+		return "", err
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(o.URL, "/")+"/audio/transcriptions", &body)
+	if err != nil {
+		return "", sttErr(ErrConnect, err.Error(), err)
+	}
+	hreq.Header.Set("Content-Type", mw.FormDataContentType())
+	hreq.Header.Set("Accept", "application/json, text/event-stream")
+	if o.APIKey != "" {
+		hreq.Header.Set("Authorization", "Bearer "+o.APIKey)
+	}
+	resp, err := httpClient(o.Client).Do(hreq)
+	if err != nil {
+		return "", transportErr("stt", ctx, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return "", httpErr("stt", resp)
+	}
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	switch mt {
+	case "text/event-stream":
+		return readTranscriptSSE(ctx, resp.Body, partial)
+	case "text/plain":
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return "", transportErr("stt", ctx, err)
+		}
+		return string(b), nil
+	}
+	var out struct {
+		Text *string `json:"text"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Text == nil {
+		if ctx.Err() != nil {
+			return "", transportErr("stt", ctx, ctx.Err())
+		}
+		return "", sttErr(ErrProtocol, "no text in the JSON response", err)
+	}
+	return *out.Text, nil
+}
+
+// readTranscriptSSE reads the three streamed shapes in use: OpenAI's
+// typed events (transcript.text.delta, then transcript.text.done with the
+// whole text), vLLM's chat-completion-like chunks (choices[].delta.content,
+// then [DONE]), and speaches' one JSON object per recognised segment
+// ({"text": …}).
+func readTranscriptSSE(ctx context.Context, r io.Reader, partial func(string) bool) (string, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	var text strings.Builder
+	sawAny := false
+	for sc.Scan() {
+		line := sc.Text()
+		data, ok := strings.CutPrefix(line, "data:")
+		if !ok {
+			continue
+		}
+		data = strings.TrimSpace(data)
+		if data == "[DONE]" {
+			return text.String(), nil
+		}
+		var ev struct {
+			Type    string `json:"type"`
+			Delta   string `json:"delta"`
+			Text    string `json:"text"`
+			Choices []struct {
+				Delta struct {
+					Content string `json:"content"`
+				} `json:"delta"`
+			} `json:"choices"`
+			Error json.RawMessage `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			return "", sttErr(ErrProtocol, "unreadable event: "+data, err)
+		}
+		sawAny = true
+		switch {
+		case len(ev.Error) > 0 && string(ev.Error) != "null":
+			return "", sttErr(ErrProtocol, "server error: "+string(ev.Error), nil)
+		case ev.Type == "transcript.text.done":
+			return ev.Text, nil
+		case ev.Type == "transcript.text.delta":
+			text.WriteString(ev.Delta)
+		case len(ev.Choices) > 0:
+			for _, c := range ev.Choices {
+				text.WriteString(c.Delta.Content)
+			}
+		case ev.Text != "":
+			if text.Len() > 0 && !strings.HasPrefix(ev.Text, " ") {
+				text.WriteByte(' ')
+			}
+			text.WriteString(ev.Text)
+		default:
+			continue
+		}
+		if !partial(strings.TrimSpace(text.String())) {
+			return "", errStopped
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return "", transportErr("stt", ctx, err)
+	}
+	if !sawAny {
+		return "", sttErr(ErrTruncated, "the event stream ended with no event", nil)
+	}
+	// speaches ends its segment stream without a terminator.
+	return text.String(), nil
+}
+
+func httpClient(c *http.Client) *http.Client {
+	if c != nil {
+		return c
+	}
+	return http.DefaultClient
+}
+
+func transportErr(service string, ctx context.Context, err error) *Error {
+	if ctx.Err() != nil {
+		return &Error{Service: service, Kind: ErrCancelled, cause: ctx.Err()}
+	}
+	return &Error{Service: service, Kind: ErrConnect, Message: err.Error(), cause: err}
+}
+
+// httpErr reads the error body in OpenAI's shape ({"error": {"message"}})
+// or FastAPI's ({"detail": …}), else keeps the start of the text.
+func httpErr(service string, resp *http.Response) *Error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
+	var shaped struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+		Detail json.RawMessage `json:"detail"`
+	}
+	msg := strings.TrimSpace(string(b))
+	if json.Unmarshal(b, &shaped) == nil {
+		switch {
+		case shaped.Error.Message != "":
+			msg = shaped.Error.Message
+		case len(shaped.Detail) > 0:
+			var s string
+			if json.Unmarshal(shaped.Detail, &s) == nil {
+				msg = s
+			} else {
+				msg = string(shaped.Detail)
+			}
+		}
+	}
+	if len(msg) > 300 {
+		msg = msg[:300]
+	}
+	return &Error{Service: service, Kind: ErrHTTP, Status: resp.StatusCode, Message: fmt.Sprint(msg)}
+}

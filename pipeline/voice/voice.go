@@ -1,0 +1,142 @@
+// Package voice is Alicia's speech stage: it listens to each speaker's
+// audio, finds where utterances end, turns them into transcripts that start
+// turns exactly as typed messages do, speaks the answer's sentences as
+// soon as each is complete, and stops speaking when the user talks over
+// it.
+//
+// The stage knows nothing of LiveKit. It names the ports it needs: an
+// Engine that runs turns, an AudioOut that plays PCM at real-time pace,
+// and a Room that carries transcripts and the agent's state to the
+// participants. The room package binds them to LiveKit tracks and data
+// packets; a test binds them to memory.
+//
+// Speech recognition and synthesis sit behind Recognizer and Synthesizer,
+// shaped like llm.Client: Stream(ctx, request) yields events and ends with
+// exactly one final or error event.
+package voice
+
+import (
+	"context"
+	"iter"
+	"time"
+)
+
+// InputRate is the sample rate the stage wants from its inputs: 16 kHz
+// mono, what speech recognisers and the WebRTC VAD expect.
+const InputRate = 16000
+
+// StopKind says what an interruption stops, as ControlStop's stopType.
+type StopKind string
+
+const (
+	StopGeneration StopKind = "generation"
+	StopSpeech     StopKind = "speech"
+	StopAll        StopKind = "all"
+)
+
+// Sentence is one sentence of an answer, as the engine's sentence
+// splitter produced it.
+type Sentence struct {
+	// Seq counts from 1 within the answer.
+	Seq  int
+	Text string
+	// Code and Emphasis are the splitter's markdown flags: code is skipped
+	// when spoken, emphasis markers stripped.
+	Code, Emphasis bool
+}
+
+// Heard is how much of an interrupted answer reached the user's ears.
+type Heard struct {
+	// Text is the spoken text that was played out completely, and Partial
+	// the sentence cut off in the middle, if any.
+	Text    string
+	Partial string
+	// Played and Total are the answer's audio played and synthesised.
+	Played, Total time.Duration
+}
+
+// Turn is a running turn as the engine hands it out.
+type Turn interface {
+	// Sentences yields the answer's sentences in order; the sequence ends
+	// when the answer is complete, the generation was interrupted, or ctx
+	// is done (speech stopped while the model goes on).
+	Sentences(ctx context.Context) iter.Seq[Sentence]
+	// Interrupt stops the generation (StopGeneration, StopAll) and tells
+	// every speech consumer to go quiet (StopSpeech, StopAll).
+	Interrupt(kind StopKind)
+	// Speaking marks the stage as playing the turn until the returned
+	// func is called; meanwhile a stop of speech from elsewhere (a
+	// client's ControlStop) closes Hushed.
+	Speaking() (done func())
+	Hushed() <-chan struct{}
+	// Heard tells the engine what the user actually heard of an answer
+	// cut short, so that the stored assistant message says so.
+	Heard(h Heard)
+	// Done is closed when the turn has ended and been stored.
+	Done() <-chan struct{}
+}
+
+// Engine starts turns from final transcripts. id is the final
+// Transcription's id, which is the user message's id.
+type Engine interface {
+	StartTurn(ctx context.Context, speaker, id, text string) (Turn, error)
+}
+
+// Transcript is recognised speech of one speaker's utterance. Every update
+// of one utterance has the same ID.
+type Transcript struct {
+	ID      string
+	Speaker string
+	// TrackID is the speaker's microphone track.
+	TrackID string
+	Text    string
+	Final   bool
+}
+
+// AgentSpeech is a sentence of the agent's answer as it is queued to
+// play. The answer's last one has Final set and no Text; an answer cut
+// short has none.
+type AgentSpeech struct {
+	// SegmentID is the same for every sentence of one answer.
+	SegmentID string
+	TrackID   string
+	Text      string
+	Final     bool
+}
+
+// State is the agent's state as LiveKit's clients show it
+// (the lk.agent.state attribute).
+type State string
+
+const (
+	StateInitializing State = "initializing"
+	StateListening    State = "listening"
+	StateThinking     State = "thinking"
+	StateSpeaking     State = "speaking"
+)
+
+// Room carries what the stage says to the participants.
+type Room interface {
+	// Transcript sends an interim or final transcript.
+	Transcript(ctx context.Context, t Transcript)
+	// AgentSpeech publishes a sentence the agent is speaking.
+	AgentSpeech(ctx context.Context, s AgentSpeech)
+	// SetState publishes the agent's state.
+	SetState(ctx context.Context, s State)
+	// WantsAudio reports whether any participant announced audio_output;
+	// without one nothing is synthesised.
+	WantsAudio() bool
+}
+
+// AudioOut plays PCM at real-time pace.
+type AudioOut interface {
+	// Write queues samples at rate after those already queued, resampling
+	// them to the output's rate.
+	Write(samples []int16, rate int) error
+	// Clear drops every queued sample at once.
+	Clear()
+	// Queued is how much queued audio has not been played yet.
+	Queued() time.Duration
+	// TrackID names the published track, for transcripts.
+	TrackID() string
+}

@@ -1,0 +1,367 @@
+package pipeline_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/livekit/media-sdk"
+	"github.com/livekit/protocol/livekit"
+	protoLogger "github.com/livekit/protocol/logger"
+	lksdk "github.com/livekit/server-sdk-go/v2"
+	lkmedia "github.com/livekit/server-sdk-go/v2/pkg/media"
+	"github.com/pion/webrtc/v4"
+
+	"github.com/alicia-voice/alicia/internal/speechtest"
+	"github.com/alicia-voice/alicia/internal/testenv"
+	"github.com/alicia-voice/alicia/llm"
+	"github.com/alicia-voice/alicia/llm/standin"
+	"github.com/alicia-voice/alicia/pipeline"
+	"github.com/alicia-voice/alicia/pipeline/voice"
+	speechstandin "github.com/alicia-voice/alicia/pipeline/voice/standin"
+	"github.com/alicia-voice/alicia/room"
+	"github.com/alicia-voice/alicia/storage"
+	"github.com/alicia-voice/alicia/wire"
+)
+
+// pcmQueue collects the bot's decoded voice.
+type pcmQueue struct {
+	mu     sync.Mutex
+	ch     chan []int16
+	closed bool
+}
+
+func (q *pcmQueue) WriteSample(p media.PCM16Sample) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.closed {
+		select {
+		case q.ch <- append([]int16(nil), p...):
+		default:
+		}
+	}
+	return nil
+}
+
+func (q *pcmQueue) Close() error { q.mu.Lock(); q.closed = true; q.mu.Unlock(); return nil }
+
+// speak writes pcm to the microphone at real-time pace, as a microphone
+// does; PCMLocalTrack drops what is written before its track is bound,
+// which the leading silence covers.
+func speak(ctx context.Context, mic *lkmedia.PCMLocalTrack, pcm []int16) {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for i := 0; i < len(pcm); i += 320 {
+		_ = mic.WriteSample(pcm[i:min(i+320, len(pcm))])
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// A spoken question over a real livekit-server is answered by the real
+// engine exactly as a typed one: interim and final Transcriptions (the
+// final one's id is the user message's), reasoning steps, StartAnswer and
+// sentences, storage; the answer is spoken (and only the answer: every
+// synthesised text is a sentence of it), its first sentence heard on the
+// bot's track; talking over it stops it, and the stored answer says how
+// much was heard.
+func TestVoiceTurnThroughTheEngine(t *testing.T) {
+	lk := testenv.StartLiveKit(t)
+	question, interruption := "How far is the moon?", "What is the weather like in Paris today?"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg, store, speechURL, synthesisedTexts := voiceAgent(t, lk, question, interruption, "you said")
+	const conv = "conv_voice_engine"
+	token, err := room.UserToken(cfg, conv, "alice", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &user{t: t}
+	heard := &pcmQueue{ch: make(chan []int16, 8192)}
+	var rec *lkmedia.PCMRemoteTrack
+	var recMu sync.Mutex
+	cb := lksdk.NewRoomCallback()
+	cb.OnDataPacket = func(data lksdk.DataPacket, _ lksdk.DataReceiveParams) {
+		if p, ok := data.(*lksdk.UserDataPacket); ok && p.Topic == room.Topic {
+			env, err := wire.Unmarshal(p.Payload)
+			if err != nil {
+				t.Errorf("%v", err)
+				return
+			}
+			u.mu.Lock()
+			u.got = append(u.got, env)
+			u.mu.Unlock()
+		}
+	}
+	cb.OnTrackSubscribed = func(track *webrtc.TrackRemote, _ *lksdk.RemoteTrackPublication, rp *lksdk.RemoteParticipant) {
+		r, err := lkmedia.NewPCMRemoteTrack(track, heard, lkmedia.WithTargetSampleRate(voice.InputRate))
+		if err != nil {
+			t.Errorf("record: %v", err)
+			return
+		}
+		recMu.Lock()
+		rec = r
+		recMu.Unlock()
+	}
+	if u.room, err = lksdk.ConnectToRoomWithToken(lk.URL, token, cb); err != nil {
+		t.Fatal(err)
+	}
+	defer u.room.Disconnect()
+	defer func() {
+		recMu.Lock()
+		defer recMu.Unlock()
+		if rec != nil {
+			rec.Close()
+		}
+	}()
+	u.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
+	u.send(&wire.Configuration{Features: []string{wire.FeatureStreaming, wire.FeatureReasoningSteps, wire.FeatureAudioOutput}})
+	u.until("configured", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 1 })
+
+	mic, err := lkmedia.NewPCMLocalTrack(voice.InputRate, 1, protoLogger.GetLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.room.LocalParticipant.PublishTrack(mic, &lksdk.TrackPublicationOptions{Name: "mic", Source: livekit.TrackSource_MICROPHONE}); err != nil {
+		t.Fatal(err)
+	}
+	spoken := append(append(speechtest.Silence(2000, voice.InputRate), speechtest.Render(t, question, 140, voice.InputRate)...), speechtest.Silence(1000, voice.InputRate)...)
+	speak(ctx, mic, spoken)
+
+	got := u.until("the final sentence", finalSentence)
+	var interim []*wire.Transcription
+	var final *wire.Transcription
+	var steps []*wire.ReasoningStep
+	var start *wire.StartAnswer
+	var sentences []*wire.AssistantSentence
+	for _, e := range got {
+		switch b := e.Body.(type) {
+		case *wire.Transcription:
+			if b.Final {
+				final = b
+			} else {
+				interim = append(interim, b)
+			}
+		case *wire.ReasoningStep:
+			steps = append(steps, b)
+		case *wire.StartAnswer:
+			start = b
+		case *wire.AssistantSentence:
+			sentences = append(sentences, b)
+		case *wire.UserMessage, *wire.Acknowledgement:
+			t.Fatalf("a typed turn's %T for a spoken one", b)
+		}
+	}
+	if final == nil || start == nil {
+		t.Fatalf("final %+v, start %+v", final, start)
+	}
+	wer := speechtest.WER(question, final.Text)
+	t.Logf("final Transcription %q (WER %.2f) after %d interim; %d steps, %d sentences", final.Text, wer, len(interim), len(steps), len(sentences))
+	if wer > 0.2 || len(interim) == 0 || interim[0].ID != final.ID || start.PreviousID != final.ID || len(steps) != 3 || steps[0].PreviousID != final.ID || len(sentences) < 2 {
+		t.Fatalf("interim %d, final %+v, start %+v, %d steps", len(interim), final, start, len(steps))
+	}
+	if !strings.Contains(sentences[0].Text, final.Text) {
+		t.Fatalf("the answer %q does not follow the transcript %q", sentences[0].Text, final.Text)
+	}
+
+	// The first sentence of the answer is heard on the bot's track:
+	// espeak-ng pauses at its colon, so it is the first two stretches of
+	// speech.
+	e, _ := voice.NewEndpointer(voice.EndpointConfig{Silence: 300 * time.Millisecond})
+	var fr voice.Framer
+	var first []int16
+	for parts := 0; parts < 2; {
+		var pcm []int16
+		select {
+		case pcm = <-heard.ch:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no voice from the bot")
+		}
+		for _, f := range fr.Write(pcm) {
+			evs, _ := e.Push(f)
+			for _, ev := range evs {
+				if ev.Kind == voice.SpeechEnded && parts < 2 {
+					first = append(first, ev.Audio...)
+					parts++
+				}
+			}
+		}
+	}
+	var said string
+	recog := &voice.OpenAIRecognizer{URL: speechURL + "/v1"}
+	for ev := range recog.Stream(ctx, &voice.RecognizeRequest{Audio: first, SampleRate: voice.InputRate}) {
+		if ev.Kind == voice.RecognizeError {
+			t.Fatal(ev.Err)
+		}
+		said = ev.Text
+	}
+	t.Logf("the bot's track said %q; the first sentence is %q", said, sentences[0].Text)
+	if speechtest.WER("you said "+final.Text, said) > 0.2 {
+		t.Fatalf("heard %q", said)
+	}
+
+	// The bot says it speaks, as LiveKit's client components read it (the
+	// worker's token lets it set its own attributes).
+	state := ""
+	for _, p := range u.room.GetRemoteParticipants() {
+		if p.Kind() == lksdk.ParticipantAgent {
+			state = p.Attributes()[room.AgentStateAttribute]
+		}
+	}
+	if state != string(voice.StateSpeaking) {
+		t.Fatalf("lk.agent.state %q while the answer plays", state)
+	}
+
+	// Talking over it interrupts it; the stored answer says what was heard.
+	speak(ctx, mic, append(speechtest.Render(t, interruption, 140, voice.InputRate), speechtest.Silence(1000, voice.InputRate)...))
+	deadline := time.Now().Add(30 * time.Second)
+	var answer storage.Entry
+	for time.Now().Before(deadline) {
+		hist, _ := store.History(ctx, conv)
+		if len(hist) >= 2 && hist[1].Status == storage.StatusStopped {
+			answer = hist[1]
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("stored answer (%s): %q", answer.Status, answer.Content)
+	if !strings.HasPrefix(answer.Content, "You said: "+final.Text+".") || !strings.Contains(answer.Content, "[interrupted by the user during:") {
+		t.Fatalf("stored %+v", answer)
+	}
+
+	// Only answers' sentences were synthesised, never reasoning.
+	u.mu.Lock()
+	all := append([]*wire.Envelope(nil), u.got...)
+	u.mu.Unlock()
+	texts := synthesisedTexts()
+	for _, text := range texts {
+		ok := false
+		for _, e := range all {
+			switch b := e.Body.(type) {
+			case *wire.AssistantSentence:
+				ok = ok || voice.Speakable(voice.Sentence{Text: b.Text}) == text
+			case *wire.ReasoningStep:
+				if strings.Contains(text, b.Content) || strings.Contains(b.Content, text) {
+					t.Fatalf("synthesised reasoning: %q", text)
+				}
+			}
+		}
+		if !ok {
+			t.Fatalf("synthesised %q, not a sentence of an answer", text)
+		}
+	}
+	t.Logf("%d sentences synthesised, all from answers", len(texts))
+}
+
+// voiceAgent runs the bot with the engine, the Qwen3 stand-in and the
+// speech stand-in limited to phrases; synthesised lists the texts sent
+// for synthesis so far.
+func voiceAgent(t *testing.T, lk *testenv.LiveKit, phrases ...string) (cfg room.Config, store storage.Store, speechURL string, synthesised func() []string) {
+	t.Helper()
+	s, _ := standin.New(nil, standin.Pacing{TTFTMs: 5, TokenMs: 1}, nil)
+	model := httptest.NewServer(s.Handler())
+	t.Cleanup(model.Close)
+	client, _ := llm.New(llm.Config{Backend: "openai", URL: model.URL + "/vllm/v1", Model: "Qwen3-8B"})
+	sp, err := speechstandin.New(speechstandin.Config{Phrases: phrases, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.Close() })
+	var mu sync.Mutex
+	var texts []string
+	h := sp.Handler()
+	speech := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/audio/speech") {
+			body, _ := io.ReadAll(r.Body)
+			var req struct{ Input string }
+			_ = json.Unmarshal(body, &req)
+			mu.Lock()
+			texts = append(texts, req.Input)
+			mu.Unlock()
+			r.Body = io.NopCloser(strings.NewReader(string(body)))
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(speech.Close)
+
+	mem := storage.NewMemory(storage.ReasoningPlain)
+	cfg = room.Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-voice"}
+	log := slog.New(slog.DiscardHandler)
+	engine := pipeline.NewEngine(pipeline.Config{LLM: client, Thinking: true, Logger: log}, mem)
+	agent := room.NewAgent(cfg, mem, room.NewMetrics(nil), func(id string) room.Conversation { return engine.Open(id) }, log)
+	agent.EnableVoice(room.VoiceConfig{OutputRate: speechstandin.PCMRate, Stage: voice.Config{
+		Recognizer:  &voice.OpenAIRecognizer{URL: speech.URL + "/v1", Streaming: true},
+		Synthesizer: &voice.OpenAISynthesizer{URL: speech.URL + "/v1", Format: "pcm", PCMRate: speechstandin.PCMRate},
+		Logger:      log,
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); agent.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-agent.Registered()
+	return cfg, mem, speech.URL, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), texts...)
+	}
+}
+
+// A typed question from a client without audio_output is answered with
+// sentences and nothing is synthesised; the same question from a client
+// with it is spoken.
+func TestVoiceOnlyForAudioClients(t *testing.T) {
+	lk := testenv.StartLiveKit(t)
+	cfg, _, _, synthesised := voiceAgent(t, lk)
+	bob := join(t, lk, cfg, "conv_voice_text", "bob")
+	bob.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
+	bob.send(&wire.Configuration{Features: []string{wire.FeatureStreaming}})
+	bob.until("configured", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 1 })
+	bob.send(&wire.UserMessage{ID: "msg_text1", ConversationID: "conv_voice_text", Content: "Hello?"})
+	got := bob.until("the final sentence", finalSentence)
+	if n := has[*wire.AssistantSentence](got); n < 2 {
+		t.Fatalf("%d sentences", n)
+	}
+	// The answer is over and stored before the next turn starts: a second
+	// question is the barrier after which no synthesis of the first can
+	// come.
+	bob.send(&wire.UserMessage{ID: "msg_text2", ConversationID: "conv_voice_text", Content: "Still there?"})
+	bob.until("the second answer", func(g []*wire.Envelope) bool {
+		n := 0
+		for _, e := range g {
+			if s, ok := e.Body.(*wire.AssistantSentence); ok && s.IsFinal {
+				n++
+			}
+		}
+		return n == 2
+	})
+	if s := synthesised(); len(s) != 0 {
+		t.Fatalf("synthesised %q for a client without audio_output", s)
+	}
+
+	carol := join(t, lk, cfg, "conv_voice_audio", "carol")
+	carol.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
+	carol.send(&wire.Configuration{Features: []string{wire.FeatureStreaming, wire.FeatureAudioOutput}})
+	carol.until("configured", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 1 })
+	carol.send(&wire.UserMessage{ID: "msg_audio1", ConversationID: "conv_voice_audio", Content: "Hello?"})
+	carol.until("the final sentence", finalSentence)
+	deadline := time.Now().Add(30 * time.Second)
+	for len(synthesised()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("nothing synthesised for a client with audio_output")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if s := synthesised()[0]; !strings.HasPrefix(s, "You said: Hello?") {
+		t.Fatalf("spoke %q first", s)
+	}
+}

@@ -1,0 +1,75 @@
+package room_test
+
+import (
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/livekit/media-sdk"
+	"github.com/livekit/media-sdk/opus"
+	protoLogger "github.com/livekit/protocol/logger"
+
+	"github.com/alicia-voice/alicia/internal/speechtest"
+	"github.com/alicia-voice/alicia/pipeline/voice"
+)
+
+type countingSink struct{ n int }
+
+func (c *countingSink) String() string                        { return "count" }
+func (c *countingSink) SampleRate() int                       { return voice.InputRate }
+func (c *countingSink) WriteSample(s media.PCM16Sample) error { c.n += len(s); return nil }
+func (c *countingSink) Close() error                          { return nil }
+
+func cpu() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkMicCPU: the CPU the media layer of the voice path costs the
+// bot per second of audio: for each user's microphone, Opus decoding with
+// libopus and resampling 48 → 16 kHz with soxr; for its own voice while it
+// speaks, Opus encoding (measured once over the same speech).
+func BenchmarkMicCPU(b *testing.B) {
+	speech := speechtest.Render(b, "What is the weather like in Paris today?", 140, 48000)
+	audio := time.Duration(len(speech)) * time.Second / 48000
+	sink := &countingSink{}
+	dec, err := opus.Decode(media.ResampleWriter(sink, 48000), 1, protoLogger.GetLogger())
+	if err != nil {
+		b.Fatal(err)
+	}
+	var packets []opus.Sample
+	enc, err := opus.Encode(&collect{&packets}, 1, protoLogger.GetLogger())
+	if err != nil {
+		b.Fatal(err)
+	}
+	encStart := cpu()
+	for i := 0; i+960 <= len(speech); i += 960 {
+		_ = enc.WriteSample(speech[i : i+960])
+	}
+	encCPU := cpu() - encStart
+	start := cpu()
+	for b.Loop() {
+		for _, p := range packets {
+			if err := dec.WriteSample(p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	used := cpu() - start
+	b.ReportMetric(float64(used.Microseconds())/(float64(b.N)*audio.Seconds()), "µs-CPU-decode/audio-s")
+	b.ReportMetric(float64(encCPU.Microseconds())/audio.Seconds(), "µs-CPU-encode/audio-s")
+	if sink.n == 0 {
+		b.Fatal("nothing decoded")
+	}
+}
+
+type collect struct{ out *[]opus.Sample }
+
+func (c *collect) String() string  { return "collect" }
+func (c *collect) SampleRate() int { return 48000 }
+func (c *collect) WriteSample(s opus.Sample) error {
+	*c.out = append(*c.out, append(opus.Sample(nil), s...))
+	return nil
+}
+func (c *collect) Close() error { return nil }
