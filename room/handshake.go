@@ -38,17 +38,40 @@ func (s *Session) configure(from string, stanza int32, c *wire.Configuration) {
 
 // sync records the user's current connection as in sync; on the writer.
 func (s *Session) sync(identity string) {
-	s.members[identity] = s.out.connection(identity)
+	conn := s.out.connection(identity)
+	if conn == "" {
+		// LiveKit delivered the client's packets before telling the bot
+		// about the participant: the join event completes the sync.
+		s.early[identity] = true
+	}
+	s.members[identity] = conn
 }
 
 // join records a user who entered the room: out of sync until its
-// handshake.
+// handshake, unless its handshake on this very connection came first
+// (LiveKit may deliver a client's first packets before the event).
 func (s *Session) join(identity string) {
 	s.log.Debug("member joined", "identity", identity)
 	s.ownerMu.Lock()
 	s.present[identity] = true
 	s.ownerMu.Unlock()
-	s.post(func() { s.members[identity] = "" })
+	s.post(func() {
+		if s.early[identity] {
+			delete(s.early, identity)
+			s.members[identity] = s.out.connection(identity)
+			return
+		}
+		s.unsyncUnlessCurrent(identity)
+	})
+}
+
+// unsyncUnlessCurrent marks a user out of sync unless it synced on the
+// connection it has now: an event about an older connection changes
+// nothing for the newer one.
+func (s *Session) unsyncUnlessCurrent(identity string) {
+	if conn := s.members[identity]; conn == "" || conn != s.out.connection(identity) {
+		s.members[identity] = ""
+	}
 }
 
 // leave marks a user gone: out of sync, since the next connection under
@@ -59,7 +82,10 @@ func (s *Session) leave(identity string) {
 	s.ownerMu.Lock()
 	delete(s.present, identity)
 	s.ownerMu.Unlock()
-	s.post(func() { s.members[identity] = "" })
+	s.post(func() {
+		delete(s.early, identity)
+		s.unsyncUnlessCurrent(identity)
+	})
 }
 
 func (s *Session) configuration(identity string, reasoningFeatures []string) *wire.Configuration {
@@ -118,9 +144,17 @@ func (s *Session) welcome(identity string) {
 // greet sends the server's Configuration, unasked: to the room when the
 // bot joins, to one participant when it joins later. Either side may
 // speak first.
+// A user whose handshake on its current connection is done already (its
+// Configuration overtook the join event) is not greeted: a greeting never
+// follows the reply to the user's Configuration.
 func (s *Session) greet(identity string) {
 	greeting := s.greeting(identity)
-	s.post(func() { s.emit(greeting, []string{identity}, nil, true) })
+	s.post(func() {
+		if conn := s.members[identity]; conn != "" && conn == s.out.connection(identity) {
+			return
+		}
+		s.emit(greeting, []string{identity}, nil, true)
+	})
 }
 
 // greeting is built before it is queued for the writer: the engine may

@@ -133,6 +133,9 @@ func (s *Session) emit(body wire.Body, to []string, meta map[string]any, handsha
 func (s *Session) inSync(to []string) []string {
 	var out []string
 	ok := func(id string) bool {
+		if s.early[id] {
+			return true // synced before the SDK announced it: LiveKit routes by identity
+		}
 		conn := s.members[id]
 		if conn == "" {
 			return false

@@ -407,9 +407,18 @@ func TestResumeAfterClientDisconnect(t *testing.T) {
 		}
 		return false
 	})
-	// The reply may trail a replayed final sentence: let everything land.
-	time.Sleep(300 * time.Millisecond)
-	all := c2.wait("everything", func([]*wire.Envelope) bool { return true })
+	// The reply may trail a replayed final sentence. The session is
+	// ordered: once an envelope sent now is acknowledged, everything
+	// queued before its acknowledgement has landed.
+	barrier := c2.send(&wire.Commentary{ID: "cm_barrier", ConversationID: "conv_resume"})
+	all := c2.wait("the barrier's acknowledgement", func(g []*wire.Envelope) bool {
+		for _, env := range g {
+			if a, ok := env.Body.(*wire.Acknowledgement); ok && a.AcknowledgedStanzaID == barrier {
+				return true
+			}
+		}
+		return false
+	})
 	logged := map[int32][]byte{}
 	read := make(chan struct{})
 	sess.post(func() { // the ring is the writer's

@@ -89,7 +89,9 @@ type Session struct {
 	// quickly rejoining participant without any event, so the connection
 	// id is checked at every send.
 	members map[string]string
-	ring    []sent
+	// early: users who synced before the SDK announced them.
+	early map[string]bool
+	ring  []sent
 	// ringBytes bounds the in-memory log by size as well as count.
 	ringBytes int
 
@@ -131,7 +133,7 @@ func newSession(parent context.Context, c SessionConfig, out publisher) *Session
 	s := &Session{ID: c.ID, log: c.Logger.With("conversation", c.ID), store: c.Store,
 		metrics: c.Metrics, out: out, inbox: make(chan rawPacket, inboxSize),
 		opsWake: make(chan struct{}, 1), quit: make(chan struct{}), writerDone: make(chan struct{}),
-		seen: map[string]map[int32]uint64{}, members: map[string]string{}, present: map[string]bool{}, features: map[string][]string{}, tools: map[string][]wire.ClientTool{}}
+		seen: map[string]map[int32]uint64{}, members: map[string]string{}, early: map[string]bool{}, present: map[string]bool{}, features: map[string][]string{}, tools: map[string][]wire.ClientTool{}}
 	s.ctx, s.stop = context.WithCancel(parent)
 	s.wctx, s.wcancel = context.WithCancel(context.WithoutCancel(parent))
 	s.conv = c.Open(c.ID)
