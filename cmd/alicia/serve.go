@@ -19,6 +19,7 @@ import (
 	"github.com/alicia-voice/alicia/llm"
 	"github.com/alicia-voice/alicia/llm/standin"
 	"github.com/alicia-voice/alicia/pipeline"
+	"github.com/alicia-voice/alicia/reasoning"
 	"github.com/alicia-voice/alicia/room"
 	"github.com/alicia-voice/alicia/storage"
 )
@@ -32,9 +33,13 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	reasoningMode := fs.String("store-reasoning", envOr("ALICIA_STORE_REASONING", "plain"), "plain, encrypted or off (ALICIA_STORE_REASONING)")
 	system := fs.String("system", envOr("ALICIA_SYSTEM_PROMPT", "You are Alicia, a helpful voice assistant. Answer briefly."), "system prompt (ALICIA_SYSTEM_PROMPT)")
 	aguiPath := fs.String("agui-path", envOr("ALICIA_AGUI_PATH", "/agui"), "path of the AG-UI endpoint (ALICIA_AGUI_PATH)")
+	reasoningDefault := fs.String("reasoning-default", envOr("ALICIA_REASONING_DEFAULT", "full"), "show-reasoning mode of a user who never chose one: off, summary or full (ALICIA_REASONING_DEFAULT)")
 	thinking := fs.Bool("thinking", os.Getenv("ALICIA_THINKING") != "off", "let the model reason before answering (ALICIA_THINKING=off disables)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if !reasoning.Mode(*reasoningDefault).Valid() {
+		return fmt.Errorf("ALICIA_REASONING_DEFAULT must be off, summary or full, not %q", *reasoningDefault)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	if cfg.LiveKitURL == "" {
@@ -88,13 +93,14 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	}
 	log.Info("model backend", "backend", llmCfg.Backend, "url", llmCfg.URL, "model", llmCfg.Model, "flavor", llm.FlavorOf(client))
 
-	pcfg := pipeline.Config{LLM: client, System: *system, Thinking: *thinking, Logger: log}
+	pcfg := pipeline.Config{LLM: client, System: *system, Thinking: *thinking, ReasoningDefault: reasoning.Mode(*reasoningDefault), Logger: log}
 	engine := pipeline.NewEngine(pcfg, store)
 	agent := room.NewAgent(cfg, store, room.NewMetrics(metrics), func(id string) room.Conversation { return engine.Open(id) }, log)
 	users := room.BearerIdentity(cfg.APIKey, cfg.APISecret)
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/token", agent.TokenHandler())
 	mux.Handle("GET /v1/conversations/{id}", storage.HistoryHandler(store, users, log))
+	mux.Handle("/v1/preferences", engine.PreferenceHandler(users))
 	mux.Handle("POST "+*aguiPath, pipeline.NewAGUI(engine, users))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
