@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"os"
 	"strings"
@@ -221,18 +222,31 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 		if p.Kind() == lksdk.ParticipantAgent {
 			return
 		}
-		sess.join(p.Identity())
-		sess.welcome(p.Identity())
+		sess.arrived(p.Identity(), p.Attributes())
 		if r := j.conn.get(); r != nil {
 			humans <- countHumans(r)
 		}
 	}
 	cb.OnParticipantDisconnected = func(p *lksdk.RemoteParticipant) {
 		log.Debug("participant disconnected", "identity", p.Identity())
-		sess.leave(p.Identity())
+		sess.left(p.Identity())
 		if r := j.conn.get(); r != nil {
 			humans <- countHumans(r)
 		}
+	}
+	cb.OnAttributesChanged = func(changed map[string]string, p lksdk.Participant) {
+		rp, ok := p.(*lksdk.RemoteParticipant)
+		if !ok || rp.Kind() == lksdk.ParticipantAgent {
+			return
+		}
+		attrs := maps.Clone(rp.Attributes())
+		if _, ok := changed[AttrReasoningPreference]; !ok {
+			// The preference is set when the client sets it, not again
+			// whenever another attribute changes (it may have been changed
+			// since, through the HTTP API).
+			delete(attrs, AttrReasoningPreference)
+		}
+		sess.attributesChanged(rp.Identity(), attrs)
 	}
 	cb.OnDisconnectedWithReason = func(reason lksdk.DisconnectionReason) {
 		select {
@@ -270,8 +284,9 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	log.Debug("participants at join", "n", len(present))
 	for _, p := range present {
 		if p.Kind() != lksdk.ParticipantAgent {
-			sess.join(p.Identity())
-			sess.welcome(p.Identity())
+			// Their attributes are here already, whatever they sent
+			// before the bot came.
+			sess.arrived(p.Identity(), p.Attributes())
 		}
 	}
 	a.worker.jobStatus(j.id, livekit.JobStatus_JS_RUNNING, "")

@@ -9,10 +9,12 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/alicia-voice/alicia/pipeline"
+	"github.com/alicia-voice/alicia/reasoning"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
 )
@@ -93,10 +95,40 @@ type Session struct {
 	owner   string
 	// present: the users in the room now.
 	present map[string]bool
-	// features and tools each client announced in its Configuration.
+	// features and tools each client announced, in its Configuration or
+	// its participant attributes (the later of the two), without the
+	// preference it may have stated.
 	features map[string][]string
 	tools    map[string][]wire.ClientTool
+	// known: the users whose clients said what they can display, on their
+	// current connection.
+	known map[string]bool
+
+	// held: what users sent before their clients said what they can
+	// display, answered once they have. Owned by the run goroutine.
+	held map[string][]pipeline.Inbound
 }
+
+// Participant attributes a client sets (with setAttributes, or through
+// POST /v1/token into its token) instead of, or besides, sending a
+// Configuration: LiveKit keeps them and syncs them to a bot that joins
+// later, where a data packet sent before the bot joined reaches nobody.
+const (
+	// AttrFeatures is the client's features, comma-separated, as in a
+	// Configuration ("streaming,reasoning_steps,partial_reasoning").
+	AttrFeatures = "alicia.features"
+	// AttrReasoningPreference sets the user's show-reasoning preference
+	// (off, summary or full), like the reasoning_preference:<mode> feature.
+	AttrReasoningPreference = "alicia.reasoning_preference"
+)
+
+// FeatureAwaitingConfiguration marks a greeting to a client whose
+// capabilities the bot does not know: it must send a Configuration (or set
+// AttrFeatures) before its messages are answered.
+const FeatureAwaitingConfiguration = "awaiting_configuration"
+
+// heldMax bounds what one unconfigured user can make the bot keep.
+const heldMax = 64
 
 const (
 	replayMax      = 4096
@@ -109,7 +141,21 @@ type rawPacket struct {
 	from     string
 	payload  []byte
 	received time.Time
+	// event: a room event rather than a data packet, queued with the
+	// packets so that a Configuration and an attribute change are applied
+	// in the order they arrived (the later wins).
+	event eventKind
+	attrs map[string]string
 }
+
+type eventKind uint8
+
+const (
+	eventNone eventKind = iota
+	eventArrived
+	eventLeft
+	eventAttributes
+)
 
 // SessionConfig builds a Session.
 type SessionConfig struct {
@@ -123,7 +169,8 @@ type SessionConfig struct {
 func newSession(parent context.Context, c SessionConfig, out publisher) *Session {
 	s := &Session{ID: c.ID, log: c.Logger.With("conversation", c.ID), store: c.Store,
 		metrics: c.Metrics, out: out, inbox: make(chan rawPacket, inboxSize), next: 1,
-		seen: map[string]map[int32]uint64{}, members: map[string]string{}, present: map[string]bool{}, features: map[string][]string{}, tools: map[string][]wire.ClientTool{}}
+		seen: map[string]map[int32]uint64{}, members: map[string]string{}, present: map[string]bool{}, features: map[string][]string{}, tools: map[string][]wire.ClientTool{},
+		known: map[string]bool{}, held: map[string][]pipeline.Inbound{}}
 	s.ctx, s.stop = context.WithCancel(parent)
 	// Continue the conversation's stanza count where the durable log left
 	// it: a bot that took over after a restart must never reuse a number.
@@ -164,6 +211,26 @@ func (s *Session) receive(from string, payload []byte) {
 	}
 }
 
+// arrived, left and attributesChanged queue a room event for identity.
+// They wait for room in the inbox rather than drop the event: a lost
+// arrival or attribute change would leave a user unanswered.
+func (s *Session) arrived(identity string, attrs map[string]string) {
+	s.event(rawPacket{from: identity, event: eventArrived, attrs: attrs})
+}
+
+func (s *Session) left(identity string) { s.event(rawPacket{from: identity, event: eventLeft}) }
+
+func (s *Session) attributesChanged(identity string, attrs map[string]string) {
+	s.event(rawPacket{from: identity, event: eventAttributes, attrs: attrs})
+}
+
+func (s *Session) event(p rawPacket) {
+	select {
+	case s.inbox <- p:
+	case <-s.ctx.Done():
+	}
+}
+
 func (s *Session) run() {
 	defer s.wg.Done()
 	for {
@@ -177,6 +244,19 @@ func (s *Session) run() {
 }
 
 func (s *Session) handle(p rawPacket) {
+	switch p.event {
+	case eventArrived:
+		s.join(p.from)
+		s.applyAttributes(p.from, p.attrs, false)
+		s.welcome(p.from)
+		return
+	case eventLeft:
+		s.leave(p.from)
+		return
+	case eventAttributes:
+		s.applyAttributes(p.from, p.attrs, true)
+		return
+	}
 	env, err := wire.Unmarshal(p.payload)
 	if err != nil {
 		var de *wire.DecodeError
@@ -208,6 +288,10 @@ func (s *Session) handle(p rawPacket) {
 		s.Send(&wire.Acknowledgement{ConversationID: s.ID, AcknowledgedStanzaID: env.StanzaID, AcknowledgedMessageID: bodyID(env), Notes: "duplicate"}, p.from)
 		return
 	}
+	if waitsForCapabilities(env.Body) && !s.isKnown(p.from) {
+		s.hold(p.from, pipeline.Inbound{From: p.from, StanzaID: env.StanzaID, Body: env.Body, Received: p.received}, bodyID(env))
+		return
+	}
 	if _, isConfig := env.Body.(*wire.Configuration); !isConfig {
 		// A client that talks without a handshake is in sync from now on.
 		s.sendMu.Lock()
@@ -222,6 +306,121 @@ func (s *Session) handle(p rawPacket) {
 	default:
 		s.conv.Handle(s, pipeline.Inbound{From: p.from, StanzaID: env.StanzaID, Body: env.Body, Received: p.received})
 	}
+}
+
+// waitsForCapabilities: envelopes whose answer depends on what the client
+// can display. A stop, an acknowledgement and a tool result do not.
+func waitsForCapabilities(b wire.Body) bool {
+	switch b.(type) {
+	case *wire.Configuration, *wire.Acknowledgement, *wire.ControlStop, *wire.ToolUseResult:
+		return false
+	}
+	return true
+}
+
+func (s *Session) isKnown(identity string) bool {
+	s.ownerMu.Lock()
+	defer s.ownerMu.Unlock()
+	return s.known[identity]
+}
+
+// hold keeps an envelope from a client that has not said what it can
+// display, instead of answering it as a client that can display nothing,
+// and asks the client, once, for its Configuration.
+func (s *Session) hold(from string, in pipeline.Inbound, id string) {
+	if len(s.held[from]) >= heldMax {
+		s.metrics.badInput.WithLabelValues("504").Inc()
+		s.sendError(from, wire.CodeQueueFull, wire.SeverityWarning, true,
+			"too many messages waiting for this client's Configuration; send a Configuration, then this message again", in.StanzaID, true, id)
+		return
+	}
+	s.held[from] = append(s.held[from], in)
+	if len(s.held[from]) == 1 {
+		s.log.Info("message before the client's Configuration; kept until it comes", "identity", from)
+		s.sendError(from, wire.CodeInvalidState, wire.SeverityWarning, true,
+			"waiting for this client's Configuration: send one (or set the participant attribute "+AttrFeatures+
+				") saying what it can display; this message is kept and answered then", in.StanzaID, true, id)
+	}
+}
+
+// release hands the engine what a now configured client sent before.
+func (s *Session) release(identity string) {
+	held := s.held[identity]
+	if len(held) == 0 {
+		return
+	}
+	delete(s.held, identity)
+	s.sendMu.Lock()
+	s.sync(identity)
+	s.sendMu.Unlock()
+	for _, in := range held {
+		s.conv.Handle(s, in)
+	}
+}
+
+// claim makes the first user who configured a client the conversation's
+// owner. Called with ownerMu held.
+func (s *Session) claim(identity string) {
+	if s.owner == "" {
+		s.owner = identity
+		s.store.SaveConversation(storage.Conversation{ID: s.ID, Owner: identity, CreatedAt: time.Now()})
+	}
+}
+
+// withoutPreference drops reasoning_preference:<mode> from features: it
+// is applied once, when the client says it, and not again with every
+// later Configure of the same features.
+func withoutPreference(features []string) []string {
+	return slices.DeleteFunc(slices.Clone(features), func(f string) bool { return strings.HasPrefix(f, reasoning.PreferencePrefix) })
+}
+
+// applyAttributes reads a participant's Alicia attributes: its features,
+// and maybe a preference to set. A client whose capabilities become known
+// this way is answered what it sent before; one already talking gets the
+// server's Configuration again, stating what is in effect now.
+func (s *Session) applyAttributes(identity string, attrs map[string]string, changed bool) {
+	list, hasFeatures := attrs[AttrFeatures]
+	pref, hasPref := attrs[AttrReasoningPreference]
+	if !hasFeatures && !hasPref {
+		return // not an Alicia client's attributes
+	}
+	s.ownerMu.Lock()
+	features := s.features[identity]
+	if hasFeatures {
+		features = splitFeatures(list)
+		s.features[identity] = features
+		s.known[identity] = true
+		s.claim(identity)
+	}
+	known := s.known[identity]
+	s.ownerMu.Unlock()
+	given := features
+	if hasPref {
+		given = append(slices.Clone(features), reasoning.PreferencePrefix+strings.TrimSpace(pref))
+	}
+	effective := s.conv.Configure(s.ctx, identity, given)
+	if !known || !changed {
+		return // the greeting that follows an arrival states it
+	}
+	reply := s.configuration(identity, effective)
+	s.sendMu.Lock()
+	if s.members[identity] != "" || len(s.held[identity]) > 0 {
+		s.sync(identity)
+		s.sendLocked(reply, []string{identity}, nil, true)
+	}
+	s.sendMu.Unlock()
+	s.release(identity)
+}
+
+// splitFeatures reads AttrFeatures: comma-separated, spaces ignored.
+func splitFeatures(list string) []string {
+	var out []string
+	for f := range strings.SplitSeq(list, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return withoutPreference(out)
 }
 
 // duplicate reports a client stanza handled before with the same bytes. A
@@ -274,29 +473,29 @@ func bodyID(env *wire.Envelope) string {
 // resume, then the server's own Configuration.
 func (s *Session) configure(from string, stanza int32, c *wire.Configuration) {
 	s.ownerMu.Lock()
-	if s.owner == "" {
-		s.owner = from
-		s.store.SaveConversation(storage.Conversation{ID: s.ID, Owner: from, CreatedAt: time.Now()})
-	}
-	s.features[from] = slices.Clone(c.Features)
+	s.claim(from)
+	s.features[from] = withoutPreference(c.Features)
 	s.tools[from] = slices.Clone(c.Tools)
+	s.known[from] = true
 	s.ownerMu.Unlock()
 	// What reasoning the user sees is the engine's to decide, from the
 	// client's features.
 	effective := s.conv.Configure(s.ctx, from, c.Features)
 	reply := s.configuration(from, effective)
 	s.sendMu.Lock()
-	defer s.sendMu.Unlock()
 	if c.LastSequenceSeen > 0 {
 		if !s.replayLocked(from, c.LastSequenceSeen) {
 			s.sendLocked(errorBody(s.ID, wire.CodeInvalidState, wire.SeverityError, false,
 				fmt.Sprintf("cannot resume after stanza -%d: the envelopes after it are no longer kept; start again", c.LastSequenceSeen), ""),
 				[]string{from}, map[string]any{"originatingStanzaId": stanza}, true)
+			s.sendMu.Unlock()
 			return
 		}
 	}
 	s.sync(from)
 	s.sendLocked(reply, []string{from}, nil, true)
+	s.sendMu.Unlock()
+	s.release(from)
 }
 
 // sync records the user's current connection as in sync.
@@ -323,6 +522,9 @@ func (s *Session) leave(identity string) {
 	s.log.Debug("member left", "identity", identity)
 	s.ownerMu.Lock()
 	delete(s.present, identity)
+	// The next connection under this identity may be another device:
+	// it says what it can display again.
+	delete(s.known, identity)
 	s.ownerMu.Unlock()
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
@@ -384,9 +586,16 @@ func (s *Session) greet(identity string) {
 }
 
 // greeting is built before the send lock is taken: the engine may read
-// storage for it.
+// storage for it. It tells a client whose capabilities are unknown that
+// its Configuration is awaited.
 func (s *Session) greeting(identity string) *wire.Configuration {
-	return s.configuration(identity, s.conv.Greeting(s.ctx, identity))
+	s.ownerMu.Lock()
+	known, features := s.known[identity], s.features[identity]
+	s.ownerMu.Unlock()
+	if known {
+		return s.configuration(identity, s.conv.Configure(s.ctx, identity, features))
+	}
+	return s.configuration(identity, append(s.conv.Greeting(s.ctx, identity), FeatureAwaitingConfiguration))
 }
 
 // replayLocked re-sends the envelopes after stanza −after that were
