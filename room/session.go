@@ -246,7 +246,11 @@ func (s *Session) run() {
 func (s *Session) handle(p rawPacket) {
 	switch p.event {
 	case eventArrived:
-		s.join(p.from)
+		if s.join(p.from) {
+			// It handshook before the bot heard of it: its Configuration
+			// is newer than its token's attributes, and it was answered.
+			return
+		}
 		s.applyAttributes(p.from, p.attrs, false)
 		s.welcome(p.from)
 		return
@@ -288,6 +292,7 @@ func (s *Session) handle(p rawPacket) {
 		s.Send(&wire.Acknowledgement{ConversationID: s.ID, AcknowledgedStanzaID: env.StanzaID, AcknowledgedMessageID: bodyID(env), Notes: "duplicate"}, p.from)
 		return
 	}
+	s.log.Debug("envelope", "from", p.from, "stanza", env.StanzaID, "type", env.Type())
 	if waitsForCapabilities(env.Body) && !s.isKnown(p.from) {
 		s.hold(p.from, pipeline.Inbound{From: p.from, StanzaID: env.StanzaID, Body: env.Body, Received: p.received}, bodyID(env))
 		return
@@ -498,21 +503,40 @@ func (s *Session) configure(from string, stanza int32, c *wire.Configuration) {
 	s.release(from)
 }
 
-// sync records the user's current connection as in sync.
+// unannounced stands for the connection of a user in sync whose
+// participant the bot's room does not list yet: LiveKit can deliver a
+// client's packets to the bot seconds before it announces the client.
+const unannounced = "?"
+
+// sync records the user's current connection as in sync; the user is in
+// the room, whether or not the bot was told yet. Called with sendMu held.
 func (s *Session) sync(identity string) {
-	s.members[identity] = s.out.connection(identity)
+	s.ownerMu.Lock()
+	s.present[identity] = true
+	s.ownerMu.Unlock()
+	if c := s.out.connection(identity); c != "" {
+		s.members[identity] = c
+	} else {
+		s.members[identity] = unannounced
+	}
 }
 
 // join records a user who entered the room: out of sync until its
-// handshake.
-func (s *Session) join(identity string) {
+// handshake, unless it handshook on this very connection before the bot
+// was told it had joined. It reports whether the user is in sync.
+func (s *Session) join(identity string) bool {
 	s.log.Debug("member joined", "identity", identity)
 	s.ownerMu.Lock()
 	s.present[identity] = true
 	s.ownerMu.Unlock()
 	s.sendMu.Lock()
 	defer s.sendMu.Unlock()
+	if m := s.members[identity]; m == unannounced || (m != "" && m == s.out.connection(identity)) {
+		s.sync(identity)
+		return true
+	}
 	s.members[identity] = ""
+	return false
 }
 
 // leave marks a user gone: out of sync, since the next connection under
@@ -683,6 +707,7 @@ func (s *Session) sendLocked(body wire.Body, to []string, meta map[string]any, h
 	targets := to
 	if !handshake {
 		if targets = s.inSync(to); len(targets) == 0 {
+			s.log.Debug("sent to nobody in sync", "stanza", stanza, "type", env.Type(), "to", to)
 			return stanza
 		}
 	}
@@ -698,6 +723,12 @@ func (s *Session) inSync(to []string) []string {
 		conn := s.members[id]
 		if conn == "" {
 			return false
+		}
+		if conn == unannounced {
+			if c := s.out.connection(id); c != "" {
+				s.members[id] = c
+			}
+			return true
 		}
 		if s.out.connection(id) != conn {
 			s.members[id] = "" // rejoined: wait for its handshake
