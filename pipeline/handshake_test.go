@@ -155,9 +155,9 @@ type clientOpts struct {
 
 // clientResult is what a client received, as every family reports it.
 type clientResult struct {
-	GreetingFeatures  []string   `json:"greetingFeatures"`
-	Configurations    [][]string `json:"configurations"`
-	Errors            []struct {
+	GreetingFeatures []string   `json:"greetingFeatures"`
+	Configurations   [][]string `json:"configurations"`
+	Errors           []struct {
 		Code    int32  `json:"code"`
 		Message string `json:"message"`
 	} `json:"errors"`

@@ -189,7 +189,14 @@ func (a *Agent) assign(lj *livekit.Job, token string) {
 func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	log := a.log.With("room", j.room, "job", j.id)
 	assigned := time.Now()
-	j.conn = &conn{}
+	rooms := lksdk.NewRoomServiceClient(a.cfg.httpURL(), a.cfg.APIKey, a.cfg.APISecret)
+	j.conn = &conn{lookup: func(ctx context.Context, identity string) (map[string]string, error) {
+		p, err := rooms.GetParticipant(ctx, &livekit.RoomParticipantIdentity{Room: j.room, Identity: identity})
+		if err != nil {
+			return nil, err
+		}
+		return p.Attributes, nil
+	}}
 	sess := newSession(a.ctx, SessionConfig{ID: j.room, Store: a.store, Open: a.open, Metrics: a.metrics, Logger: a.log}, j.conn)
 	j.session = sess
 	defer sess.Close()

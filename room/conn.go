@@ -1,6 +1,7 @@
 package room
 
 import (
+	"context"
 	"errors"
 	"io"
 	"sync"
@@ -13,6 +14,9 @@ import (
 
 // conn is a session's LiveKit room connection.
 type conn struct {
+	// lookup reads a participant's attributes from LiveKit's API.
+	lookup func(ctx context.Context, identity string) (map[string]string, error)
+
 	mu   sync.Mutex
 	room *lksdk.Room
 	// up: the connection has been up once; before that, a publish waits
@@ -80,6 +84,10 @@ func (c *conn) connection(identity string) string {
 		return ""
 	}
 	return p.SID()
+}
+
+func (c *conn) attributes(ctx context.Context, identity string) (map[string]string, error) {
+	return c.lookup(ctx, identity)
 }
 
 // streamChunkSize is LiveKit's byte-stream chunk size.

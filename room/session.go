@@ -47,6 +47,9 @@ type publisher interface {
 	publishStream(payload []byte, to []string) error
 	// connection names the identity's current connection ("" if absent).
 	connection(identity string) string
+	// attributes asks LiveKit for a participant's attributes, for one
+	// whose packets reach the bot before the bot is told it joined.
+	attributes(ctx context.Context, identity string) (map[string]string, error)
 }
 
 // sent is one envelope in the session's replay log.
@@ -107,6 +110,9 @@ type Session struct {
 	// held: what users sent before their clients said what they can
 	// display, answered once they have. Owned by the run goroutine.
 	held map[string][]pipeline.Inbound
+	// asked: users whose attributes were fetched from LiveKit because
+	// their packets came before their arrival. Owned by the run goroutine.
+	asked map[string]bool
 }
 
 // Participant attributes a client sets (with setAttributes, or through
@@ -170,7 +176,7 @@ func newSession(parent context.Context, c SessionConfig, out publisher) *Session
 	s := &Session{ID: c.ID, log: c.Logger.With("conversation", c.ID), store: c.Store,
 		metrics: c.Metrics, out: out, inbox: make(chan rawPacket, inboxSize), next: 1,
 		seen: map[string]map[int32]uint64{}, members: map[string]string{}, present: map[string]bool{}, features: map[string][]string{}, tools: map[string][]wire.ClientTool{},
-		known: map[string]bool{}, held: map[string][]pipeline.Inbound{}}
+		known: map[string]bool{}, held: map[string][]pipeline.Inbound{}, asked: map[string]bool{}}
 	s.ctx, s.stop = context.WithCancel(parent)
 	// Continue the conversation's stanza count where the durable log left
 	// it: a bot that took over after a restart must never reuse a number.
@@ -255,11 +261,26 @@ func (s *Session) handle(p rawPacket) {
 		s.welcome(p.from)
 		return
 	case eventLeft:
+		delete(s.asked, p.from)
 		s.leave(p.from)
 		return
 	case eventAttributes:
 		s.applyAttributes(p.from, p.attrs, true)
 		return
+	}
+	if !s.isKnown(p.from) && !s.asked[p.from] && s.out.connection(p.from) == "" {
+		// LiveKit can deliver a client's packets to the bot seconds before
+		// it announces the client (with its attributes): ask for them now,
+		// so that they come before this packet, which is newer.
+		s.asked[p.from] = true
+		ctx, cancel := context.WithTimeout(s.ctx, 3*time.Second)
+		attrs, err := s.out.attributes(ctx, p.from)
+		cancel()
+		if err != nil {
+			s.log.Warn("reading the attributes of a participant the bot was not told of yet", "identity", p.from, "err", err)
+		} else {
+			s.applyAttributes(p.from, attrs, false)
+		}
 	}
 	env, err := wire.Unmarshal(p.payload)
 	if err != nil {
