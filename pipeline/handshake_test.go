@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -151,6 +152,8 @@ type clientOpts struct {
 	// AnswerAsked: the Configuration to send when the bot says it waits
 	// for one (202); nil: the client ignores it.
 	AnswerAsked []string `json:"answerAsked"`
+	// Page: the browser client's page (browser family only).
+	Page string `json:"page,omitempty"`
 }
 
 // clientResult is what a client received, as every family reports it.
@@ -409,7 +412,44 @@ func (r *handshakeRig) withDispatchAfterConnect(t *testing.T, name string, run f
 	return res
 }
 
+// browserFamily runs the handshake page in Chromium, served by the test
+// with the npm builds of livekit-client and @msgpack/msgpack.
+func browserFamily(t *testing.T) family {
+	if _, err := exec.LookPath("chromium"); err != nil && os.Getenv("ALICIA_CHROMIUM") == "" {
+		t.Skip("chromium is not installed (.ci/run installs it)")
+	}
+	dir := testenv.NodeDir()
+	files := map[string]string{
+		"/":                      "handshake-page.html",
+		"/handshake-logic.mjs":   "handshake-logic.mjs",
+		"/livekit-client.umd.js": "node_modules/livekit-client/dist/livekit-client.umd.js",
+		"/msgpack.min.js":        "node_modules/@msgpack/msgpack/dist.umd/msgpack.min.js",
+	}
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f, ok := files[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		switch filepath.Ext(f) {
+		case ".html":
+			w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		default:
+			w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+		}
+		http.ServeFile(w, r, filepath.Join(dir, f))
+	}))
+	t.Cleanup(page.Close)
+	run := nodeFamily("handshake-browser.mjs")
+	return func(t *testing.T, o clientOpts, connected chan<- struct{}) clientResult {
+		o.Page = page.URL + "/"
+		return run(t, o, connected)
+	}
+}
+
 func TestHandshakeGoClient(t *testing.T) { joinOrders(t, goClient) }
+
+func TestHandshakeBrowserClient(t *testing.T) { joinOrders(t, browserFamily(t)) }
 
 func TestHandshakeRTCNodeClient(t *testing.T) { joinOrders(t, nodeFamily("handshake-rtc-node.mjs")) }
 
