@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"flag"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -31,31 +32,20 @@ type Config struct {
 	HTTPClient *http.Client
 }
 
-// ConfigFromEnv reads ALICIA_LLM_BACKEND, ALICIA_LLM_URL, ALICIA_LLM_MODEL,
-// ALICIA_LLM_API_KEY, ALICIA_LLM_FLAVOR, ALICIA_LLM_THINK_OPEN and
-// ALICIA_LLM_IDLE_TIMEOUT.
-func ConfigFromEnv(getenv func(string) string) (Config, error) {
-	c := Config{
-		Backend: getenv("ALICIA_LLM_BACKEND"),
-		URL:     getenv("ALICIA_LLM_URL"),
-		Model:   getenv("ALICIA_LLM_MODEL"),
-		APIKey:  getenv("ALICIA_LLM_API_KEY"),
-		Flavor:  Flavor(getenv("ALICIA_LLM_FLAVOR")),
-	}
-	if c.Backend == "" {
-		c.Backend = "openai"
-	}
-	if v := getenv("ALICIA_LLM_THINK_OPEN"); v != "" {
-		c.ThinkOpenInPrompt = v == "1" || strings.EqualFold(v, "true")
-	}
-	if v := getenv("ALICIA_LLM_IDLE_TIMEOUT"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return c, fmt.Errorf("ALICIA_LLM_IDLE_TIMEOUT: %w", err)
-		}
-		c.IdleTimeout = d
-	}
-	return c, nil
+// Flags registers the configuration's flags on fs (llm-backend,
+// llm-url, llm-model, llm-api-key, llm-flavor, llm-think-open,
+// llm-idle-timeout; serve reads each from ALICIA_LLM_… too).
+func (c *Config) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Backend, "llm-backend", "openai", "openai (any OpenAI-compatible server), ollama (native API) or agui")
+	fs.StringVar(&c.URL, "llm-url", "", "the model server (the OpenAI base URL includes /v1); empty: the built-in stand-in")
+	fs.StringVar(&c.Model, "llm-model", "", "the model name the server serves")
+	fs.StringVar(&c.APIKey, "llm-api-key", "", "the model server's API key")
+	fs.Func("llm-flavor", "generic, dashscope, ollama or openrouter; guessed from the URL when unset", func(v string) error {
+		c.Flavor = Flavor(v)
+		return nil
+	})
+	fs.BoolVar(&c.ThinkOpenInPrompt, "llm-think-open", false, "the model's template opens <think> in the prompt (implied by Thinking-2507 and Qwen3.5 names)")
+	fs.DurationVar(&c.IdleTimeout, "llm-idle-timeout", 60*time.Second, "how long a silent model stream may last")
 }
 
 // New returns the client for a configuration.

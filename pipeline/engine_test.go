@@ -570,3 +570,37 @@ func TestFakeFacePreferenceDefault(t *testing.T) {
 		})
 	}
 }
+
+// Speech starts a turn from a final transcript: the transcript id is the
+// user message id, nothing is acknowledged, and the handle yields the
+// answer's sentences in order.
+func TestFakeFaceAskFromTranscript(t *testing.T) {
+	r := newRig(t, plain)
+	face := newFace(streamingFull)
+	turn := r.conv.Ask(context.Background(), face, "alice", &wire.UserMessage{ID: "tr_1", ConversationID: "conv_fake", Content: "spoken"})
+	var got []string
+	for s := range turn.Sentences(context.Background()) {
+		got = append(got, s.Text)
+	}
+	<-turn.Done()
+	if strings.Join(got, "|") != "You asked: spoken.|That is all." || turn.UserID != "tr_1" {
+		t.Fatalf("sentences %q of turn answering %s", got, turn.UserID)
+	}
+	sent := face.until(t, "the final sentence", finalOf)
+	if count[*wire.Acknowledgement](sent) != 0 || count[*wire.UserMessage](sent) != 0 {
+		t.Fatalf("sent %s", describeBodies(sent))
+	}
+	// The same id typed again is acknowledged, not answered twice.
+	// The conversation is ordered: the answer to a later message is the
+	// barrier after which a second answer would have shown.
+	r.ask(face, 1, "tr_1", "spoken")
+	r.ask(face, 2, "msg_2", "next")
+	sent = face.until(t, "the next answer", func(b []sentBody) bool { return strings.Contains(answerOf(b), "next") && finalOf(b[1:]) })
+	if count[*wire.StartAnswer](sent) != 2 || count[*wire.Acknowledgement](sent) != 2 {
+		t.Fatalf("sent %s", describeBodies(sent))
+	}
+	h, _ := r.store.History(context.Background(), "conv_fake")
+	if len(h) != 4 || h[0].ID != "tr_1" || h[0].Content != "spoken" || h[2].ID != "msg_2" {
+		t.Fatalf("stored %+v", h)
+	}
+}

@@ -10,12 +10,10 @@ import (
 	"github.com/alicia-voice/alicia/reasoning"
 )
 
-// turnHooks are what a face (LiveKit or AG-UI) does with a turn.
+// turnHooks are what the turn runner does with a model response.
 type turnHooks struct {
 	// text receives answer text as it streams.
 	text func(delta string)
-	// roundEnd runs after each model response (optional).
-	roundEnd func()
 	// tools runs one response's calls and returns the tool messages for
 	// the model; end ends the turn instead (calls the client runs after
 	// the turn, as AG-UI does).
@@ -30,9 +28,6 @@ type turnHooks struct {
 func (cfg *Config) rounds(ctx context.Context, req *llm.Request, chain *reasoning.Chain, deliver *reasoning.Deliverer, h turnHooks) error {
 	for round := 0; ; round++ {
 		calls, thought, said, err := cfg.round(ctx, req, chain, deliver, h.text)
-		if h.roundEnd != nil {
-			h.roundEnd()
-		}
 		if err != nil || len(calls) == 0 || ctx.Err() != nil {
 			return err
 		}

@@ -2,12 +2,13 @@ package room
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"maps"
 	"net/url"
-	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -19,8 +20,8 @@ import (
 )
 
 // Config says where LiveKit is and how the bot presents itself. Every
-// field has an environment variable and a flag of the same meaning; the
-// key and secret default to a LiveKit server in dev mode.
+// field is a flag, and an ALICIA_ environment variable of the same name
+// (see Flags).
 type Config struct {
 	LiveKitURL string // ALICIA_LIVEKIT_URL
 	APIKey     string // ALICIA_LIVEKIT_API_KEY
@@ -35,23 +36,43 @@ type Config struct {
 	EmptyTimeout time.Duration
 }
 
-// Flags registers the configuration's flags on fs, with defaults from the
-// environment.
+// Flags registers the configuration's flags on fs. There is no default
+// key or secret: with no LiveKit URL, serve starts a livekit-server and
+// makes its own; with one, Validate requires both.
 func (c *Config) Flags(fs *flag.FlagSet) {
-	env := func(k, d string) string {
-		if v := os.Getenv(k); v != "" {
-			return v
-		}
-		return d
-	}
-	fs.StringVar(&c.LiveKitURL, "livekit-url", env("ALICIA_LIVEKIT_URL", ""), "LiveKit server URL; empty starts a local livekit-server (ALICIA_LIVEKIT_URL)")
-	fs.StringVar(&c.APIKey, "livekit-api-key", env("ALICIA_LIVEKIT_API_KEY", "devkey"), "LiveKit API key (ALICIA_LIVEKIT_API_KEY)")
-	fs.StringVar(&c.APISecret, "livekit-api-secret", env("ALICIA_LIVEKIT_API_SECRET", "secret"), "LiveKit API secret (ALICIA_LIVEKIT_API_SECRET)")
-	fs.StringVar(&c.AgentName, "agent-name", env("ALICIA_AGENT_NAME", "alicia"), "agent name LiveKit dispatches (ALICIA_AGENT_NAME)")
-	fs.StringVar(&c.HTTPAddr, "http-addr", env("ALICIA_HTTP_ADDR", "127.0.0.1:8080"), "address of the HTTP API (ALICIA_HTTP_ADDR)")
-	fs.StringVar(&c.TokenSecret, "token-secret", env("ALICIA_TOKEN_SECRET", ""), "shared secret for POST /v1/token; default: the API secret (ALICIA_TOKEN_SECRET)")
+	fs.StringVar(&c.LiveKitURL, "livekit-url", "", "LiveKit server URL; empty starts a local livekit-server")
+	fs.StringVar(&c.APIKey, "livekit-api-key", "", "LiveKit API key (required with -livekit-url)")
+	fs.StringVar(&c.APISecret, "livekit-api-secret", "", "LiveKit API secret (required with -livekit-url)")
+	fs.StringVar(&c.AgentName, "agent-name", "alicia", "agent name LiveKit dispatches; processes sharing it share the rooms")
+	fs.StringVar(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "address of the HTTP API")
+	fs.StringVar(&c.TokenSecret, "token-secret", "", "shared secret for POST /v1/token; default: the API secret")
 	fs.IntVar(&c.MaxSessions, "max-sessions", 500, "conversations this process takes before it reports itself full")
 	fs.DurationVar(&c.EmptyTimeout, "empty-timeout", 30*time.Second, "how long the bot stays in a room nobody is in")
+}
+
+// wellKnown are secrets published in LiveKit's and Alicia's documentation
+// and examples: a deployment using one is open to anyone.
+var wellKnown = []string{"secret", "devkey", "devsecret", "apisecret", "changeme", "password"}
+
+// Validate fails closed on development credentials: with a LiveKit URL,
+// the key and secret must be given, and neither the API secret nor the
+// token secret may be a well-known default.
+func (c *Config) Validate() error {
+	if c.MaxSessions <= 0 {
+		return fmt.Errorf("ALICIA_MAX_SESSIONS must be positive, not %d", c.MaxSessions)
+	}
+	if c.LiveKitURL == "" {
+		return nil // serve starts its own livekit-server with fresh credentials
+	}
+	if c.APIKey == "" || c.APISecret == "" {
+		return errors.New("ALICIA_LIVEKIT_URL is set, so ALICIA_LIVEKIT_API_KEY and ALICIA_LIVEKIT_API_SECRET (or -livekit-api-key and -livekit-api-secret) must be set too")
+	}
+	for name, v := range map[string]string{"ALICIA_LIVEKIT_API_SECRET": c.APISecret, "ALICIA_TOKEN_SECRET": c.TokenSecret} {
+		if slices.Contains(wellKnown, strings.ToLower(v)) {
+			return fmt.Errorf("%s is a well-known default (%q): anyone could mint tokens; set a secret of your own", name, v)
+		}
+	}
+	return nil
 }
 
 func (c *Config) withDefaults() {
@@ -263,16 +284,9 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	}
 	// A loaded server can be slow to connect: try a few times before the
 	// job is reported failed.
-	var room *lksdk.Room
-	var err error
-	for attempt := range 3 {
-		room, err = lksdk.ConnectToRoomWithToken(a.cfg.LiveKitURL, token, cb, lksdk.WithAutoSubscribe(false), lksdk.WithConnectTimeout(15*time.Second))
-		if err == nil || a.ctx.Err() != nil {
-			break
-		}
-		log.Warn("joining the room failed; trying again", "attempt", attempt+1, "err", err)
-		time.Sleep(time.Duration(attempt+1) * 500 * time.Millisecond)
-	}
+	room, err := retry(a.ctx, log, "joining the room", 3, func() (*lksdk.Room, error) {
+		return lksdk.ConnectToRoomWithToken(a.cfg.LiveKitURL, token, cb, lksdk.WithAutoSubscribe(false), lksdk.WithConnectTimeout(15*time.Second))
+	})
 	if err != nil {
 		log.Error("joining the room", "err", err)
 		a.metrics.jobs.WithLabelValues("failed").Inc()

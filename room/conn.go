@@ -12,16 +12,15 @@ import (
 	lksdk "github.com/livekit/server-sdk-go/v2"
 )
 
-// conn is a session's LiveKit room connection.
+// conn is a session's LiveKit room connection. The room is set once the
+// SDK's join returned, which is when its connection is up: nothing waits
+// for it by polling.
 type conn struct {
 	// lookup reads a participant's attributes from LiveKit's API.
 	lookup func(ctx context.Context, identity string) (map[string]string, error)
 
 	mu   sync.Mutex
 	room *lksdk.Room
-	// up: the connection has been up once; before that, a publish waits
-	// for it (the first greeting must not be lost to a slow start).
-	up bool
 }
 
 var errNotConnected = errors.New("not connected to the room")
@@ -33,36 +32,16 @@ func (c *conn) get() *lksdk.Room {
 }
 
 // ready returns the room when its connection is up. While the SDK
-// reconnects, a publish would block the session's send lock and then
-// reach whoever holds the identity by then, maybe a rejoined client that
-// also gets the envelope by replay; skipping it leaves it to replay.
+// reconnects, a publish would wait and then reach whoever holds the
+// identity by then, maybe a rejoined client that also gets the envelope
+// by replay; failing it leaves it to replay, and the greeting is sent
+// again until the user answers it.
 func (c *conn) ready() (*lksdk.Room, error) {
 	r := c.get()
-	if r == nil {
+	if r == nil || r.ConnectionState() != lksdk.ConnectionStateConnected {
 		return nil, errNotConnected
 	}
-	if r.ConnectionState() == lksdk.ConnectionStateConnected {
-		c.mu.Lock()
-		c.up = true
-		c.mu.Unlock()
-		return r, nil
-	}
-	c.mu.Lock()
-	up := c.up
-	c.mu.Unlock()
-	if up {
-		return nil, errNotConnected // reconnecting, or gone
-	}
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-		if r.ConnectionState() == lksdk.ConnectionStateConnected {
-			c.mu.Lock()
-			c.up = true
-			c.mu.Unlock()
-			return r, nil
-		}
-	}
-	return nil, errNotConnected
+	return r, nil
 }
 
 func (c *conn) publish(payload []byte, to []string) error {

@@ -383,10 +383,7 @@ func TestResumeAfterClientDisconnect(t *testing.T) {
 	sess := e.agent.Sessions()[0]
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		sess.sendMu.Lock()
-		gone := sess.out.connection("alice") == ""
-		sess.sendMu.Unlock()
-		if gone {
+		if sess.out.connection("alice") == "" {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -399,7 +396,7 @@ func TestResumeAfterClientDisconnect(t *testing.T) {
 	c2 := joinAs(t, e, "conv_resume", "alice")
 	c2.stanza = c.stanza
 	c2.send(&wire.Configuration{ConversationID: "conv_resume", LastSequenceSeen: lastSeen})
-	all := c2.wait("the rest of the answer", func(g []*wire.Envelope) bool {
+	c2.wait("the rest of the answer", func(g []*wire.Envelope) bool {
 		_, final := first[*wire.AssistantSentence](g)
 		for _, env := range g {
 			if s, ok := env.Body.(*wire.AssistantSentence); ok && s.IsFinal {
@@ -410,13 +407,16 @@ func TestResumeAfterClientDisconnect(t *testing.T) {
 	})
 	// The reply may trail a replayed final sentence: let everything land.
 	time.Sleep(300 * time.Millisecond)
-	all = c2.wait("everything", func([]*wire.Envelope) bool { return true })
-	sess.sendMu.Lock()
+	all := c2.wait("everything", func([]*wire.Envelope) bool { return true })
 	logged := map[int32][]byte{}
-	for _, s := range sess.replay {
-		logged[s.stanza] = s.payload
-	}
-	sess.sendMu.Unlock()
+	read := make(chan struct{})
+	sess.post(func() { // the ring is the writer's
+		for _, s := range sess.ring {
+			logged[s.stanza] = s.payload
+		}
+		close(read)
+	})
+	<-read
 	c2.mu.Lock()
 	raw := maps.Clone(c2.raw)
 	c2.mu.Unlock()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strings"
@@ -67,7 +66,7 @@ func agentURL(lkURL string) (string, error) {
 // run keeps the worker registered until ctx ends, reconnecting with
 // backoff when the LiveKit server goes away.
 func (w *worker) run(ctx context.Context) {
-	backoff := time.Duration(0)
+	b := policy()
 	for ctx.Err() == nil {
 		start := time.Now()
 		err := w.serve(ctx)
@@ -75,10 +74,9 @@ func (w *worker) run(ctx context.Context) {
 			return
 		}
 		if time.Since(start) > time.Minute {
-			backoff = 0 // a long healthy connection resets the backoff
+			b.Reset() // a long healthy connection resets the backoff
 		}
-		backoff = min(max(2*backoff, 250*time.Millisecond), 15*time.Second)
-		wait := backoff/2 + time.Duration(rand.Int64N(int64(backoff/2)+1))
+		wait := b.NextBackOff()
 		w.log.Warn("agent worker disconnected; reconnecting", "in", wait, "err", err)
 		select {
 		case <-time.After(wait):

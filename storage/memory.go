@@ -23,6 +23,7 @@ type Memory struct {
 	messages      map[string][]Message // by conversation, in order
 	steps         map[string][]reasoning.Step
 	envelopes     map[string][]Envelope
+	stanzas       map[string]int32 // last reserved stanza magnitude
 }
 
 // NewMemory returns an empty in-memory store.
@@ -31,6 +32,7 @@ func NewMemory(mode ReasoningMode) *Memory {
 		Memory: reasoning.NewMemory(), mode: mode,
 		conversations: map[string]Conversation{}, messages: map[string][]Message{},
 		steps: map[string][]reasoning.Step{}, envelopes: map[string][]Envelope{},
+		stanzas: map[string]int32{},
 	}
 }
 
@@ -122,14 +124,12 @@ func (m *Memory) Envelopes(_ context.Context, conversationID string, after int32
 	return out, nil
 }
 
-func (m *Memory) LastStanza(_ context.Context, conversationID string) (int32, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	var last int32
-	for _, e := range m.envelopes[conversationID] {
-		last = max(last, -e.StanzaID)
-	}
-	return last, nil
+func (m *Memory) ReserveStanzas(_ context.Context, conversationID string, n int32) (int32, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	first := m.stanzas[conversationID] + 1
+	m.stanzas[conversationID] += n
+	return first, nil
 }
 
 func (m *Memory) Saturated() bool             { return false }

@@ -332,10 +332,12 @@ func (p *Postgres) Envelopes(ctx context.Context, conversationID string, after i
 	return out, rows.Err()
 }
 
-func (p *Postgres) LastStanza(ctx context.Context, conversationID string) (int32, error) {
-	var last int32
-	err := p.pool.QueryRow(ctx, `SELECT coalesce(-min(stanza_id), 0) FROM alicia_envelopes WHERE conversation_id = $1`, conversationID).Scan(&last)
-	return last, err
+func (p *Postgres) ReserveStanzas(ctx context.Context, conversationID string, n int32) (int32, error) {
+	var first int32
+	err := p.pool.QueryRow(ctx, `INSERT INTO alicia_stanza_blocks AS b (conversation_id, next) VALUES ($1, 1 + $2)
+		ON CONFLICT (conversation_id) DO UPDATE SET next = b.next + $2
+		RETURNING next - $2`, conversationID, n).Scan(&first)
+	return first, err
 }
 
 func (p *Postgres) Saturated() bool { return p.w.saturated() }

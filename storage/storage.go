@@ -106,9 +106,11 @@ type Store interface {
 	// absolute value, as Configuration.lastSequenceSeen), in order, that
 	// were addressed to identity or to everyone.
 	Envelopes(ctx context.Context, conversationID string, after int32, identity string) ([]Envelope, error)
-	// LastStanza is the magnitude of the last server stanza logged for a
-	// conversation (0 for none), where a new session continues counting.
-	LastStanza(ctx context.Context, conversationID string) (int32, error)
+	// ReserveStanzas reserves the next n server stanza magnitudes of a
+	// conversation and returns the first. It writes synchronously: a
+	// number reserved is never handed out again, by this process or
+	// another taking the conversation over.
+	ReserveStanzas(ctx context.Context, conversationID string, n int32) (int32, error)
 
 	// Saturated reports a write queue past its limit: refuse new work.
 	Saturated() bool

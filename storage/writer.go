@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
+
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -136,7 +137,6 @@ func (w *writer) saturated() bool { return w.depth() > w.softLimit }
 // empty, or when close's deadline cancels it.
 func (w *writer) run() {
 	defer close(w.done)
-	backoff := time.Duration(0)
 	for {
 		w.mu.Lock()
 		n := min(len(w.queue), w.batchSize)
@@ -152,7 +152,16 @@ func (w *writer) run() {
 				return
 			}
 		}
-		err := w.write(batch)
+		// The same batch is retried until it lands: exponential waits with
+		// jitter (so that many processes do not hammer a recovering
+		// server in step), from 100 ms up to 5 s, ending with close.
+		b := backoff.NewExponentialBackOff()
+		b.InitialInterval, b.MaxInterval = 100*time.Millisecond, 5*time.Second
+		_, err := backoff.Retry(w.ctx, func() (struct{}, error) { return struct{}{}, w.write(batch) },
+			backoff.WithBackOff(b), backoff.WithMaxElapsedTime(0), backoff.WithNotify(func(err error, wait time.Duration) {
+				w.metrics.retries.Inc()
+				w.log.Warn("storage write failed, retrying", "records", n, "in", wait, "err", err)
+			}))
 		if err == nil {
 			w.mu.Lock()
 			w.queue = slices.Delete(w.queue, 0, n)
@@ -161,23 +170,9 @@ func (w *writer) run() {
 			}
 			w.mu.Unlock()
 			w.observe(batch)
-			backoff = 0
 			continue
 		}
-		if w.ctx.Err() != nil {
-			return
-		}
-		w.metrics.retries.Inc()
-		backoff = min(max(2*backoff, 100*time.Millisecond), 5*time.Second)
-		// Jitter keeps many processes from hammering a recovering server
-		// in step.
-		wait := backoff/2 + time.Duration(rand.Int64N(int64(backoff/2)+1))
-		w.log.Warn("storage write failed, retrying", "records", n, "in", wait, "err", err)
-		select {
-		case <-time.After(wait):
-		case <-w.ctx.Done():
-			return
-		}
+		return // close ran out of time
 	}
 }
 

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/alicia-voice/alicia/internal/lkserver"
@@ -25,22 +25,11 @@ import (
 )
 
 func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var cfg room.Config
-	cfg.Flags(fs)
-	dbURL := fs.String("database", os.Getenv("ALICIA_DATABASE_URL"), "Postgres URL; empty keeps conversations in memory (ALICIA_DATABASE_URL)")
-	reasoningMode := fs.String("store-reasoning", envOr("ALICIA_STORE_REASONING", "plain"), "plain, encrypted or off (ALICIA_STORE_REASONING)")
-	system := fs.String("system", envOr("ALICIA_SYSTEM_PROMPT", "You are Alicia, a helpful voice assistant. Answer briefly."), "system prompt (ALICIA_SYSTEM_PROMPT)")
-	aguiPath := fs.String("agui-path", envOr("ALICIA_AGUI_PATH", "/agui"), "path of the AG-UI endpoint (ALICIA_AGUI_PATH)")
-	reasoningDefault := fs.String("reasoning-default", envOr("ALICIA_REASONING_DEFAULT", "full"), "show-reasoning mode of a user who never chose one: off, summary or full (ALICIA_REASONING_DEFAULT)")
-	thinking := fs.Bool("thinking", os.Getenv("ALICIA_THINKING") != "off", "let the model reason before answering (ALICIA_THINKING=off disables)")
-	if err := fs.Parse(args); err != nil {
+	sc, err := parseServeConfig(args, stderr)
+	if err != nil {
 		return err
 	}
-	if !reasoning.Mode(*reasoningDefault).Valid() {
-		return fmt.Errorf("ALICIA_REASONING_DEFAULT must be off, summary or full, not %q", *reasoningDefault)
-	}
+	cfg := sc.Room
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	if cfg.LiveKitURL == "" {
 		// No LiveKit server given: run one for this process.
@@ -59,24 +48,18 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	}
 
 	var key []byte
-	if *reasoningMode == string(storage.ReasoningEncrypted) {
-		var err error
-		if key, err = storage.ParseKey(os.Getenv("ALICIA_STORAGE_KEY")); err != nil {
-			return err
-		}
+	if sc.StoreReasoning == string(storage.ReasoningEncrypted) {
+		key, _ = storage.ParseKey(sc.StorageKey) // validated
 	}
 	metrics := prometheus.NewRegistry()
-	metrics.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
-	store, err := storage.Open(ctx, storage.Config{DatabaseURL: *dbURL, Reasoning: storage.ReasoningMode(*reasoningMode), Key: key,
+	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	store, err := storage.Open(ctx, storage.Config{DatabaseURL: sc.DatabaseURL, Reasoning: storage.ReasoningMode(sc.StoreReasoning), Key: key,
 		Logger: log, Registerer: metrics})
 	if err != nil {
 		return err
 	}
 
-	llmCfg, err := llm.ConfigFromEnv(os.Getenv)
-	if err != nil {
-		return err
-	}
+	llmCfg := sc.LLM
 	if llmCfg.URL == "" {
 		// No model configured: answer with the stand-in, and say so.
 		url, stop, err := startStandin(log)
@@ -93,7 +76,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	}
 	log.Info("model backend", "backend", llmCfg.Backend, "url", llmCfg.URL, "model", llmCfg.Model, "flavor", llm.FlavorOf(client))
 
-	pcfg := pipeline.Config{LLM: client, System: *system, Thinking: *thinking, ReasoningDefault: reasoning.Mode(*reasoningDefault), Logger: log}
+	pcfg := pipeline.Config{LLM: client, System: sc.SystemPrompt, Thinking: sc.Thinking == "on", ReasoningDefault: reasoning.Mode(sc.ReasoningDefault), Logger: log}
 	engine := pipeline.NewEngine(pcfg, store)
 	agent := room.NewAgent(cfg, store, room.NewMetrics(metrics), func(id string) room.Conversation { return engine.Open(id) }, log)
 	users := room.BearerIdentity(cfg.APIKey, cfg.APISecret)
@@ -101,7 +84,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	mux.Handle("POST /v1/token", agent.TokenHandler())
 	mux.Handle("GET /v1/conversations/{id}", storage.HistoryHandler(store, users, log))
 	mux.Handle("/v1/preferences", engine.PreferenceHandler(users))
-	mux.Handle("POST "+*aguiPath, pipeline.NewAGUI(engine, users))
+	mux.Handle("POST "+sc.AGUIPath, pipeline.NewAGUI(engine, users))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)

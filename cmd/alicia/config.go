@@ -1,0 +1,96 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/peterbourgon/ff/v3"
+
+	"github.com/alicia-voice/alicia/llm"
+	"github.com/alicia-voice/alicia/reasoning"
+	"github.com/alicia-voice/alicia/room"
+	"github.com/alicia-voice/alicia/storage"
+)
+
+// serveConfig is every setting of `alicia serve`. Each is a flag and an
+// environment variable of the same name, ALICIA_ and the flag's name in
+// capitals with underscores (-livekit-url is ALICIA_LIVEKIT_URL); a flag
+// given on the command line wins over the environment.
+type serveConfig struct {
+	Room           room.Config
+	LLM            llm.Config
+	DatabaseURL    string
+	StoreReasoning string
+	StorageKey     string
+	SystemPrompt   string
+	AGUIPath       string
+	Thinking       string
+	// ReasoningDefault: the show-reasoning mode of users who never chose.
+	ReasoningDefault string
+}
+
+func parseServeConfig(args []string, stderr io.Writer) (*serveConfig, error) {
+	c := &serveConfig{}
+	fs := c.flags()
+	fs.SetOutput(stderr)
+	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix("ALICIA")); err != nil {
+		return nil, err
+	}
+	return c, c.validate()
+}
+
+// envName is the environment variable of a flag.
+func envName(flag string) string {
+	return "ALICIA_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+func (c *serveConfig) flags() *flag.FlagSet {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	c.Room.Flags(fs)
+	c.LLM.Flags(fs)
+	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL, migrated at start-up; empty keeps conversations in memory")
+	fs.StringVar(&c.StoreReasoning, "store-reasoning", "plain", "what is stored of the reasoning: plain, encrypted or off")
+	fs.StringVar(&c.StorageKey, "storage-key", "", "base64 32-byte AES key for -store-reasoning encrypted")
+	fs.StringVar(&c.SystemPrompt, "system-prompt", "You are Alicia, a helpful voice assistant. Answer briefly.", "the model's system prompt")
+	fs.StringVar(&c.AGUIPath, "agui-path", "/agui", "path of the AG-UI endpoint")
+	fs.StringVar(&c.Thinking, "thinking", "on", "on: the model reasons before answering; off: it answers at once")
+	fs.StringVar(&c.ReasoningDefault, "reasoning-default", string(reasoning.ModeFull), "show-reasoning mode of a user who never chose one: off, summary or full")
+	fs.VisitAll(func(f *flag.Flag) { f.Usage += " (" + envName(f.Name) + ")" })
+	return fs
+}
+
+// validate says at start what is wrong, in the words of the settings.
+func (c *serveConfig) validate() error {
+	var errs []error
+	if err := c.Room.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	switch storage.ReasoningMode(c.StoreReasoning) {
+	case storage.ReasoningPlain, storage.ReasoningOff:
+	case storage.ReasoningEncrypted:
+		if _, err := storage.ParseKey(c.StorageKey); err != nil {
+			errs = append(errs, fmt.Errorf("ALICIA_STORAGE_KEY: %w", err))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("ALICIA_STORE_REASONING must be plain, encrypted or off, not %q", c.StoreReasoning))
+	}
+	if c.Thinking != "on" && c.Thinking != "off" {
+		errs = append(errs, fmt.Errorf("ALICIA_THINKING must be on or off, not %q", c.Thinking))
+	}
+	if !reasoning.Mode(c.ReasoningDefault).Valid() {
+		errs = append(errs, fmt.Errorf("ALICIA_REASONING_DEFAULT must be off, summary or full, not %q", c.ReasoningDefault))
+	}
+	if len(c.AGUIPath) == 0 || c.AGUIPath[0] != '/' {
+		errs = append(errs, fmt.Errorf("ALICIA_AGUI_PATH must start with /, not %q", c.AGUIPath))
+	}
+	if c.LLM.IdleTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("ALICIA_LLM_IDLE_TIMEOUT must be positive, not %v", c.LLM.IdleTimeout))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,217 @@
+package room
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/alicia-voice/alicia/wire"
+)
+
+// configure answers a client's Configuration: reasoning preferences,
+// resume, then the server's own Configuration.
+func (s *Session) configure(from string, stanza int32, c *wire.Configuration) {
+	s.ownerMu.Lock()
+	s.claim(from)
+	s.features[from] = withoutPreference(c.Features)
+	s.tools[from] = slices.Clone(c.Tools)
+	s.known[from] = true
+	s.ownerMu.Unlock()
+	// What reasoning the user sees is the engine's to decide, from the
+	// client's features.
+	effective := s.conv.Configure(s.ctx, from, c.Features)
+	reply := s.configuration(from, effective)
+	s.post(func() {
+		if c.LastSequenceSeen > 0 && !s.replay(from, c.LastSequenceSeen) {
+			s.emit(errorBody(s.ID, wire.CodeInvalidState, wire.SeverityError, false,
+				fmt.Sprintf("cannot resume after stanza -%d: the envelopes after it are no longer kept; start again", c.LastSequenceSeen), ""),
+				[]string{from}, map[string]any{"originatingStanzaId": stanza}, true)
+			return
+		}
+		s.sync(from)
+		s.emit(reply, []string{from}, nil, true)
+	})
+	s.release(from)
+}
+
+// unannounced stands for the connection of a user in sync whose
+// participant the bot's room does not list yet: LiveKit can deliver a
+// client's packets to the bot seconds before it announces the client.
+const unannounced = "?"
+
+// sync records the user's current connection as in sync, on the writer;
+// the user is in the room, whether or not the bot was told yet.
+func (s *Session) sync(identity string) {
+	s.ownerMu.Lock()
+	s.present[identity] = true
+	s.ownerMu.Unlock()
+	if c := s.out.connection(identity); c != "" {
+		s.members[identity] = c
+	} else {
+		s.members[identity] = unannounced
+	}
+}
+
+// join records a user who entered the room: out of sync until its
+// handshake, unless it handshook on this very connection before the bot
+// was told it had joined. It reports whether the user is in sync.
+func (s *Session) join(identity string) bool {
+	s.log.Debug("member joined", "identity", identity)
+	s.ownerMu.Lock()
+	s.present[identity] = true
+	s.ownerMu.Unlock()
+	inSync := make(chan bool, 1)
+	s.post(func() {
+		if m := s.members[identity]; m == unannounced || (m != "" && m == s.out.connection(identity)) {
+			s.sync(identity)
+			inSync <- true
+			return
+		}
+		s.members[identity] = ""
+		inSync <- false
+	})
+	select {
+	case ok := <-inSync:
+		return ok
+	case <-s.ctx.Done():
+		return false
+	}
+}
+
+// leave marks a user gone: out of sync, since the next connection under
+// its identity may announce itself with no join event (a quick rejoin
+// replaces the old connection).
+func (s *Session) leave(identity string) {
+	s.log.Debug("member left", "identity", identity)
+	s.ownerMu.Lock()
+	delete(s.present, identity)
+	// The next connection under this identity may be another device:
+	// it says what it can display again.
+	delete(s.known, identity)
+	s.ownerMu.Unlock()
+	s.post(func() { s.members[identity] = "" })
+}
+
+func (s *Session) configuration(identity string, reasoningFeatures []string) *wire.Configuration {
+	features := slices.Clone(s.conv.Features())
+	features = append(features, reasoningFeatures...)
+	var last int32
+	s.seenMu.Lock()
+	for k := range s.seen[identity] {
+		last = max(last, k)
+	}
+	s.seenMu.Unlock()
+	return &wire.Configuration{ConversationID: s.ID, LastSequenceSeen: last, Features: features}
+}
+
+// greetAgain re-sends the greeting to a user who has not answered it: a
+// greeting sent the instant a user joins can beat the user's data channel
+// and be lost, and the handshake must not depend on who came first.
+var greetAgain = []time.Duration{time.Second, 3 * time.Second}
+
+// welcome greets a user who joined, and greets again until the user's
+// Configuration arrives.
+func (s *Session) welcome(identity string) {
+	s.greet(identity)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for _, d := range greetAgain {
+			select {
+			case <-s.ctx.Done():
+				return
+			case <-time.After(d):
+			}
+			greeting := s.greeting(identity)
+			answered := make(chan bool, 1)
+			// Checked and sent on the writer: a greeting never follows the
+			// reply to the user's Configuration.
+			s.post(func() {
+				done := s.members[identity] != "" || s.out.connection(identity) == ""
+				if !done {
+					s.emit(greeting, []string{identity}, nil, true)
+				}
+				answered <- done
+			})
+			select {
+			case <-s.ctx.Done():
+				return
+			case done := <-answered:
+				if done {
+					return
+				}
+			}
+		}
+	}()
+}
+
+// greet sends the server's Configuration, unasked: to the room when the
+// bot joins, to one participant when it joins later. Either side may
+// speak first.
+func (s *Session) greet(identity string) {
+	greeting := s.greeting(identity)
+	s.post(func() { s.emit(greeting, []string{identity}, nil, true) })
+}
+
+// greeting is built before it is queued for the writer: the engine may
+// read storage for it. It tells a client whose capabilities are unknown
+// that its Configuration is awaited.
+func (s *Session) greeting(identity string) *wire.Configuration {
+	s.ownerMu.Lock()
+	known, features := s.known[identity], s.features[identity]
+	s.ownerMu.Unlock()
+	if known {
+		return s.configuration(identity, s.conv.Configure(s.ctx, identity, features))
+	}
+	return s.configuration(identity, append(s.conv.Greeting(s.ctx, identity), FeatureAwaitingConfiguration))
+}
+
+// replay re-sends the envelopes after stanza −after that were
+// addressed to identity, exactly once each, with their original numbers
+// and bytes: the older ones from the durable log, the recent ones from
+// memory (the durable writer may lag). false means some are no longer
+// kept anywhere. It runs on the writer.
+func (s *Session) replay(identity string, after int32) bool {
+	if !s.reserve() {
+		return false
+	}
+	s.log.Debug("replay", "identity", identity, "after", after, "next", s.next, "kept", len(s.ring))
+	switch {
+	case after > s.next-1:
+		return false // the client saw stanzas this session never sent: its state is gone
+	case after == s.next-1:
+		return true // nothing was missed
+	}
+	// Stanzas whose magnitude is at least oldest are in memory.
+	oldest := s.next
+	if len(s.ring) > 0 {
+		oldest = -s.ring[0].stanza
+	}
+	if oldest > after+1 {
+		if !s.store.Durable() {
+			return false
+		}
+		envs, err := s.store.Envelopes(s.wctx, s.ID, after, identity)
+		if err != nil {
+			s.log.Error("reading the envelope log", "err", err)
+			return false
+		}
+		for _, e := range envs {
+			if -e.StanzaID < oldest {
+				s.publish(e.Payload, []string{identity})
+				s.metrics.replayed.Inc()
+			}
+		}
+	}
+	for _, e := range s.ring {
+		if -e.stanza > after && !e.handshake && addressed(e.to, identity) {
+			s.publish(e.payload, []string{identity})
+			s.metrics.replayed.Inc()
+		}
+	}
+	return true
+}
+
+func addressed(to []string, identity string) bool {
+	return to == nil || slices.Contains(to, identity)
+}

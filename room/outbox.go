@@ -1,0 +1,197 @@
+package room
+
+import (
+	"time"
+
+	"github.com/alicia-voice/alicia/storage"
+	"github.com/alicia-voice/alicia/wire"
+)
+
+// Send queues an envelope for the given identities (everyone when none):
+// the writer numbers it, logs it for replay and publishes it. Envelopes
+// leave in the order of the calls. Send never blocks: the engine's
+// Outbox.
+func (s *Session) Send(body wire.Body, to ...string) {
+	if len(to) == 0 {
+		to = nil
+	}
+	s.post(func() { s.emit(body, to, nil, false) })
+}
+
+// post queues op for the writer goroutine, which owns the numbering, the
+// members' sync state and the replay ring, and does the session's network
+// and durable-log I/O with no lock held.
+func (s *Session) post(op func()) {
+	s.opsMu.Lock()
+	s.ops = append(s.ops, op)
+	s.opsMu.Unlock()
+	select {
+	case s.opsWake <- struct{}{}:
+	default:
+	}
+}
+
+// write runs the queued ops in order until quit, then what is left.
+func (s *Session) write() {
+	defer close(s.writerDone)
+	for {
+		select {
+		case <-s.opsWake:
+			s.runOps()
+		case <-s.quit:
+			s.runOps()
+			return
+		}
+	}
+}
+
+func (s *Session) runOps() {
+	for {
+		s.opsMu.Lock()
+		ops := s.ops
+		s.ops = nil
+		s.opsMu.Unlock()
+		if len(ops) == 0 {
+			return
+		}
+		for _, op := range ops {
+			op()
+		}
+	}
+}
+
+// stanzaBlock is how many stanza numbers are reserved at once.
+const stanzaBlock = 128
+
+// number hands out the next stanza, reserving a block in the store first
+// when the last one is used up. The reservation is synchronous: a bot
+// taking the room over after a crash reserves after it and can never
+// reuse a number this one sent.
+func (s *Session) number() (int32, bool) {
+	if !s.reserve() {
+		return 0, false
+	}
+	n := s.next
+	s.next++
+	return -n, true
+}
+
+// reserve makes sure an unused reserved number is at hand.
+func (s *Session) reserve() bool {
+	if s.next < s.limit {
+		return true
+	}
+	first, err := retry(s.wctx, s.log, "reserving stanza numbers", 0, func() (int32, error) {
+		return s.store.ReserveStanzas(s.wctx, s.ID, stanzaBlock)
+	})
+	if err != nil {
+		return false
+	}
+	s.next, s.limit = first, first+stanzaBlock
+	return true
+}
+
+// emit numbers, logs and publishes an envelope, on the writer. Unless
+// handshake is set, it reaches only the addressees in sync; the others
+// get it by replay.
+func (s *Session) emit(body wire.Body, to []string, meta map[string]any, handshake bool) {
+	stanza, ok := s.number()
+	if !ok {
+		s.log.Error("dropping an envelope: no stanza number could be reserved", "type", (&wire.Envelope{Body: body}).Type())
+		return
+	}
+	env := &wire.Envelope{StanzaID: stanza, ConversationID: s.ID, Meta: meta, Body: body}
+	payload, err := wire.Marshal(env)
+	if err != nil {
+		s.log.Error("encoding an envelope", "type", env.Type(), "err", err)
+		return
+	}
+	s.ring = append(s.ring, sent{stanza: stanza, payload: payload, to: to, handshake: handshake})
+	s.ringBytes += len(payload)
+	for len(s.ring) > replayMax || s.ringBytes > replayMaxBytes {
+		s.ringBytes -= len(s.ring[0].payload)
+		s.ring = s.ring[1:]
+	}
+	_, isStep := body.(*wire.ReasoningStep)
+	partial := isStep && body.(*wire.ReasoningStep).Partial
+	if !partial && !handshake {
+		// Partial steps are transient: their final form is what lasts; so
+		// are handshakes, which belong to one connection.
+		s.store.SaveEnvelope(storage.Envelope{ConversationID: s.ID, StanzaID: stanza, Payload: payload, To: to, Reasoning: isStep, SentAt: time.Now()})
+	}
+	targets := to
+	if !handshake {
+		if targets = s.inSync(to); len(targets) == 0 {
+			return
+		}
+	}
+	s.publish(payload, targets)
+}
+
+// inSync narrows addressees (nil: everyone) to the members in sync on
+// the connection they synced on.
+func (s *Session) inSync(to []string) []string {
+	var out []string
+	ok := func(id string) bool {
+		conn := s.members[id]
+		if conn == "" {
+			return false
+		}
+		if conn == unannounced {
+			if c := s.out.connection(id); c != "" {
+				s.members[id] = c
+			}
+			return true
+		}
+		if s.out.connection(id) != conn {
+			s.members[id] = "" // rejoined: wait for its handshake
+			return false
+		}
+		return true
+	}
+	if to == nil {
+		for id := range s.members {
+			if ok(id) {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	for _, id := range to {
+		if ok(id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func (s *Session) publish(payload []byte, to []string) {
+	var err error
+	if len(payload) > wire.MaxPacketBytes {
+		err = s.out.publishStream(payload, to)
+		s.metrics.streams.Inc()
+	} else {
+		err = s.out.publish(payload, to)
+	}
+	s.metrics.packetsOut.Inc()
+	if err != nil {
+		// The envelope is in the log: the client gets it on resume.
+		s.metrics.sendFailures.Inc()
+		s.log.Warn("sending to the room failed; the envelope waits in the replay log", "err", err)
+	}
+}
+
+func errorBody(conv string, code int32, sev wire.Severity, recoverable bool, msg, originating string) *wire.ErrorMessage {
+	return &wire.ErrorMessage{ID: wire.NewID("err"), ConversationID: conv, Code: code, Message: msg, Severity: sev,
+		Recoverable: recoverable, OriginatingID: originating}
+}
+
+// sendError answers a sender with an ErrorMessage; the offending stanza
+// travels in the envelope's meta as originatingStanzaId.
+func (s *Session) sendError(to string, code int32, sev wire.Severity, recoverable bool, msg string, stanza int32, hasStanza bool, originating string) {
+	var meta map[string]any
+	if hasStanza {
+		meta = map[string]any{"originatingStanzaId": stanza}
+	}
+	s.post(func() { s.emit(errorBody(s.ID, code, sev, recoverable, msg, originating), []string{to}, meta, true) })
+}
