@@ -125,6 +125,36 @@ func TestAGUIThenLiveKit(t *testing.T) {
 	}
 }
 
+// History is read at every turn: an AG-UI turn taken on a thread while its
+// LiveKit room is live is history for the room's next turn.
+func TestAGUITurnWhileLiveKitRoomIsLive(t *testing.T) {
+	e := startAGUI(t)
+	u := join(t, e.lk, e.cfg, "conv_live", "alice")
+	u.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
+	u.send(&wire.Configuration{ConversationID: "conv_live", Features: []string{wire.FeatureStreaming}})
+	u.send(&wire.UserMessage{ID: "u1", ConversationID: "conv_live", Content: "first over livekit"})
+	u.until("the first answer", finalSentence)
+	if code, _ := e.run(t, "alice", `{"threadId":"conv_live","runId":"r2","messages":[{"id":"u2","role":"user","content":"second over agui"}]}`); code != 200 {
+		t.Fatalf("AG-UI run: %d", code)
+	}
+	u.send(&wire.UserMessage{ID: "u3", ConversationID: "conv_live", Content: "third over livekit"})
+	u.until("the third answer", func(g []*wire.Envelope) bool {
+		n := 0
+		for _, s := range bodies[*wire.AssistantSentence](g) {
+			if s.IsFinal {
+				n++
+			}
+		}
+		return n == 2
+	})
+	e.mu.Lock()
+	last := e.bodies[len(e.bodies)-1]
+	e.mu.Unlock()
+	if !strings.Contains(last, "first over livekit") || !strings.Contains(last, "second over agui") || !strings.Contains(last, "third over livekit") {
+		t.Fatalf("the room's next turn did not see the AG-UI turn: %s", last)
+	}
+}
+
 // Tools an AG-UI client lists run on the client: the run ends with the
 // call, and the next run's tool message continues it. Legacy nulls pass.
 func TestAGUIClientTools(t *testing.T) {

@@ -340,8 +340,7 @@ func (c *Conversation) handle(face Face, in Inbound) {
 		}
 		// Acknowledged once the turn's last packet is out.
 		c.barrier = t.Done()
-		c.do(func() { ack(b.TargetID, "stopped") })
-		c.front()
+		c.doFirst(func() { ack(b.TargetID, "stopped") })
 	case *wire.Commentary:
 		ack(b.ID, "")
 	default:
@@ -349,15 +348,16 @@ func (c *Conversation) handle(face Face, in Inbound) {
 	}
 }
 
-// front moves the last queued command to the head of the queue: a reply
-// that must follow a stopping turn but precede what came after.
-func (c *Conversation) front() {
+// doFirst queues f ahead of everything queued: a reply that must follow
+// a stopping turn but precede what came after it.
+func (c *Conversation) doFirst(f func()) {
 	c.qmu.Lock()
-	n := len(c.queue)
-	f := c.queue[n-1]
-	copy(c.queue[1:], c.queue[:n-1])
-	c.queue[0] = f
+	c.queue = append([]func(){f}, c.queue...)
 	c.qmu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
 }
 
 // startTurn starts a turn that begins once the previous one is done: the
