@@ -142,7 +142,7 @@ func (a *AGUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpFail(w, http.StatusNotFound, "no such thread")
 		return
 	}
-	mode, _ := a.e.store.Mode(r.Context(), identity)
+	mode := a.e.Preference(r.Context(), identity)
 	if in.ForwardedProps != nil {
 		var fp struct {
 			Reasoning reasoning.Mode `json:"reasoning"`

@@ -22,7 +22,10 @@ type Config struct {
 	Tools []Tool
 	// MaxToolRounds bounds the model's tool calls in one turn (default 5).
 	MaxToolRounds int
-	Logger        *slog.Logger
+	// ReasoningDefault is the show-reasoning mode of a user who never
+	// chose one (ALICIA_REASONING_DEFAULT; full when unset).
+	ReasoningDefault reasoning.Mode
+	Logger           *slog.Logger
 }
 
 func (c *Config) withDefaults() {
@@ -34,6 +37,9 @@ func (c *Config) withDefaults() {
 	}
 	if c.MaxToolRounds <= 0 {
 		c.MaxToolRounds = 5
+	}
+	if !c.ReasoningDefault.Valid() {
+		c.ReasoningDefault = reasoning.ModeFull
 	}
 }
 
@@ -202,25 +208,51 @@ func (c *Conversation) Watch(f func(*Turn)) (cancel func()) {
 	}
 }
 
-// Configure applies a client's Configuration features for identity: its
-// reasoning preference is remembered for the user. It returns the
-// reasoning features in effect, for the face's Configuration reply.
-func (c *Conversation) Configure(ctx context.Context, identity string, features []string) []string {
-	mode := reasoning.ModeFromFeatures(features)
-	if err := c.e.store.SetMode(ctx, identity, mode); err != nil {
-		c.log.Error("saving preferences", "identity", identity, "err", err)
+// Preference is what the user wants to see of the reasoning: the stored
+// choice, or the operator's default for a user who never chose. A store
+// that cannot answer gives off: never show reasoning to someone who may
+// not want it.
+func (e *Engine) Preference(ctx context.Context, identity string) reasoning.Mode {
+	m, err := e.store.Mode(ctx, identity)
+	switch {
+	case err != nil:
+		return reasoning.ModeOff
+	case m == reasoning.ModeUnset:
+		return e.cfg.ReasoningDefault
+	case !m.Valid():
+		return reasoning.ModeOff
 	}
-	return mode.Features(slices.Contains(features, wire.FeaturePartialReasoning))
+	return m
 }
 
-// Greeting is the reasoning features to state in a greeting to identity,
-// before its client configured itself: the remembered mode.
-func (c *Conversation) Greeting(ctx context.Context, identity string) []string {
-	m, err := c.e.store.Mode(ctx, identity)
-	if err != nil {
-		return nil
+// effective is the reasoning a member receives: the user's preference,
+// limited to what its client can display.
+func (e *Engine) effective(ctx context.Context, m Member) reasoning.Mode {
+	return e.Preference(ctx, m.Identity).Cap(reasoning.ModeFromFeatures(m.Features))
+}
+
+// Configure applies a client's features for identity (from its
+// Configuration or its participant attributes). The stored preference
+// changes only when the features say so explicitly
+// (reasoning_preference:<mode>); the display features say what the client
+// can show, never what the user wants. It returns the reasoning features
+// in effect and the preference, for the face's Configuration reply.
+func (c *Conversation) Configure(ctx context.Context, identity string, features []string) []string {
+	if m, ok := reasoning.PreferenceFromFeatures(features); ok {
+		if err := c.e.store.SetMode(ctx, identity, m); err != nil {
+			c.log.Error("saving preferences", "identity", identity, "err", err)
+		}
 	}
-	return m.Features(false)
+	pref := c.e.Preference(ctx, identity)
+	out := pref.Cap(reasoning.ModeFromFeatures(features)).Features(slices.Contains(features, wire.FeaturePartialReasoning))
+	return append(out, reasoning.PreferenceFeature(pref))
+}
+
+// Greeting is the features to state in a greeting to identity before its
+// client said what it can display: none in effect yet, and the user's
+// preference.
+func (c *Conversation) Greeting(ctx context.Context, identity string) []string {
+	return []string{reasoning.PreferenceFeature(c.e.Preference(ctx, identity))}
 }
 
 // Handle takes one client envelope from a face. It never blocks: the

@@ -491,38 +491,83 @@ func TestFakeFaceTwoFacesShareHistory(t *testing.T) {
 }
 
 // A preference set in one conversation is remembered for the user: it
-// applies in another conversation the user is in, and a client that
-// names no reasoning feature turns it off.
+// applies in another conversation the user is in. A client's display
+// features never change it; they only limit what that client receives.
 func TestFakeFacePreferenceFollowsTheUser(t *testing.T) {
 	r := newRig(t, plain)
 	other := r.engine.Open("conv_other")
 	defer other.Close()
 	r.store.SaveConversation(storage.Conversation{ID: "conv_other", Owner: "alice", CreatedAt: time.Now()})
-	partial := pipeline.Member{Identity: "alice", Features: []string{wire.FeatureStreaming, wire.FeatureReasoningSummary, wire.FeaturePartialReasoning}}
-	if eff := r.conv.Configure(context.Background(), "alice", partial.Features); !slices.Equal(eff, []string{wire.FeatureReasoningSummary, wire.FeaturePartialReasoning}) {
+	setSummary := []string{wire.FeatureStreaming, wire.FeatureReasoningSteps, wire.FeaturePartialReasoning, reasoning.PreferenceFeature(reasoning.ModeSummary)}
+	if eff := r.conv.Configure(context.Background(), "alice", setSummary); !slices.Equal(eff,
+		[]string{wire.FeatureReasoningSummary, wire.FeaturePartialReasoning, "reasoning_preference:summary"}) {
 		t.Fatalf("effective features %v", eff)
 	}
-	if g := other.Greeting(context.Background(), "alice"); !slices.Equal(g, []string{wire.FeatureReasoningSummary}) {
+	if g := other.Greeting(context.Background(), "alice"); !slices.Equal(g, []string{"reasoning_preference:summary"}) {
 		t.Fatalf("greeting features elsewhere %v", g)
 	}
-	face := newFace(pipeline.Member{Identity: "alice", Features: []string{wire.FeatureStreaming}})
-	other.Handle(face, pipeline.Inbound{From: "alice", StanzaID: 1, Body: &wire.UserMessage{ID: "msg_1", Content: "q"}})
-	got := face.until(t, "an answer", finalOf)
-	// This client takes no partial steps: one summary per step.
+	// A phone without a reasoning panel configures itself: the preference
+	// stays, and the phone receives no step.
+	if eff := other.Configure(context.Background(), "alice", []string{wire.FeatureStreaming}); !slices.Equal(eff, []string{"reasoning_preference:summary"}) {
+		t.Fatalf("effective features of a client without a reasoning panel %v", eff)
+	}
+	if m, _ := r.store.Mode(context.Background(), "alice"); m != reasoning.ModeSummary {
+		t.Fatalf("stored preference after a client without reasoning features: %q", m)
+	}
+	phone := newFace(pipeline.Member{Identity: "alice", Features: []string{wire.FeatureStreaming}})
+	other.Handle(phone, pipeline.Inbound{From: "alice", StanzaID: 1, Body: &wire.UserMessage{ID: "msg_1", Content: "q"}})
+	// The steps come before the answer's last sentence: its arrival is
+	// the barrier after which none can come.
+	got := phone.until(t, "an answer", finalOf)
+	if n := count[*wire.ReasoningStep](got); n != 0 {
+		t.Fatalf("a client that cannot display reasoning got %d steps", n)
+	}
+	// A client with a panel, in the other conversation, gets the user's
+	// summary (one per step: it takes no partial steps).
+	panel := newFace(pipeline.Member{Identity: "alice", Features: []string{wire.FeatureStreaming, wire.FeatureReasoningSteps}})
+	other.Handle(panel, pipeline.Inbound{From: "alice", StanzaID: 2, Body: &wire.UserMessage{ID: "msg_2", Content: "q2"}})
+	got = panel.until(t, "a second answer", func(b []sentBody) bool {
+		return count[*wire.AssistantSentence](b) > 0 && strings.Contains(answerOf(b), "q2") && finalOf(b)
+	})
 	steps := all[*wire.ReasoningStep](got)
 	if len(steps) != 2 || steps[0].Partial || steps[0].Content != reasoning.Summarize("First I read the question.") ||
 		steps[1].Content != reasoning.Summarize("Then I answer it.") {
 		t.Fatalf("summary steps: %+v", steps)
 	}
-	if eff := other.Configure(context.Background(), "alice", []string{wire.FeatureStreaming}); eff != nil {
-		t.Fatalf("effective features %v", eff)
-	}
-	other.Handle(face, pipeline.Inbound{From: "alice", StanzaID: 2, Body: &wire.UserMessage{ID: "msg_2", Content: "q2"}})
-	got = face.until(t, "a second answer", func(b []sentBody) bool {
-		return count[*wire.AssistantSentence](b) > 0 && strings.Contains(answerOf(b), "q2")
-	})
-	if count[*wire.ReasoningStep](got) != 2 {
-		t.Fatalf("steps with reasoning off: %s", describeBodies(got))
+}
+
+// A user who never chose gets the operator's default; off means no step
+// at all, even to a client that can display them.
+func TestFakeFacePreferenceDefault(t *testing.T) {
+	for _, def := range []reasoning.Mode{reasoning.ModeOff, reasoning.ModeSummary, reasoning.ModeFull} {
+		t.Run(string(def), func(t *testing.T) {
+			store := storage.NewMemory(storage.ReasoningPlain)
+			store.SaveConversation(storage.Conversation{ID: "conv_def", Owner: "alice", CreatedAt: time.Now()})
+			e := pipeline.NewEngine(pipeline.Config{LLM: newModel(plain), Thinking: true, ReasoningDefault: def}, store)
+			c := e.Open("conv_def")
+			defer c.Close()
+			if p := e.Preference(context.Background(), "alice"); p != def {
+				t.Fatalf("preference of a user who never chose: %q", p)
+			}
+			face := newFace(streamingFull)
+			c.Handle(face, pipeline.Inbound{From: "alice", StanzaID: 1, Body: &wire.UserMessage{ID: "msg_1", Content: "q"}})
+			got := face.until(t, "an answer", finalOf)
+			steps := all[*wire.ReasoningStep](got)
+			switch def {
+			case reasoning.ModeOff:
+				if len(steps) != 0 {
+					t.Fatalf("default off: %d steps", len(steps))
+				}
+			case reasoning.ModeSummary:
+				if len(steps) != 2 || steps[0].Content != reasoning.Summarize("First I read the question.") {
+					t.Fatalf("default summary: %+v", steps)
+				}
+			case reasoning.ModeFull:
+				if len(steps) != 2 || steps[0].Content != "First I read the question." {
+					t.Fatalf("default full: %+v", steps)
+				}
+			}
+		})
 	}
 }
 

@@ -188,14 +188,12 @@ func (c *Conversation) run(t *Turn) {
 }
 
 // viewers is the face's members as the reasoning sees them: each one's
-// remembered mode, and whether its client takes partial steps.
+// preference as far as its client can display it, and whether its client
+// takes partial steps.
 func (c *Conversation) viewers(face Roster) []reasoning.Viewer {
 	var out []reasoning.Viewer
 	for _, m := range face.Members() {
-		mode, err := c.e.store.Mode(context.Background(), m.Identity)
-		if err != nil || !mode.Valid() {
-			mode = reasoning.ModeOff // never show reasoning to someone who may not want it
-		}
+		mode := c.e.effective(context.Background(), m)
 		out = append(out, reasoning.Viewer{Identity: m.Identity, Mode: mode, Partial: slices.Contains(m.Features, wire.FeaturePartialReasoning)})
 	}
 	slices.SortFunc(out, func(x, y reasoning.Viewer) int { return strings.Compare(x.Identity, y.Identity) })

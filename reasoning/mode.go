@@ -14,7 +14,9 @@ import (
 type Mode string
 
 const (
-	// ModeOff, the default: the user receives no reasoning at all.
+	// ModeUnset: the user never chose; the operator's default applies.
+	ModeUnset Mode = ""
+	// ModeOff: the user receives no reasoning at all.
 	ModeOff Mode = "off"
 	// ModeSummary: each step reduced to its first sentence.
 	ModeSummary Mode = "summary"
@@ -22,9 +24,10 @@ const (
 	ModeFull Mode = "full"
 )
 
-// ModeFromFeatures reads the preference a Configuration's features state:
-// reasoning_steps (or the specification's reasoning_step_display) for
-// full, reasoning_summary for summary, neither for off.
+// ModeFromFeatures reads what a client can display from its
+// Configuration's features: reasoning_steps (or the specification's
+// reasoning_step_display) for full, reasoning_summary for summary, neither
+// for off. It is a capability, not the user's wish (see Preference).
 func ModeFromFeatures(features []string) Mode {
 	switch {
 	case slices.Contains(features, wire.FeatureReasoningSteps), slices.Contains(features, wire.FeatureReasoningDisplay):
@@ -51,6 +54,37 @@ func (m Mode) Features(partial bool) []string {
 		out = append(out, wire.FeaturePartialReasoning)
 	}
 	return out
+}
+
+// PreferencePrefix starts the feature that states the user's preference
+// ("reasoning_preference:summary"): sent by a client it sets the stored
+// preference, stated by the server it reports it.
+const PreferencePrefix = "reasoning_preference:"
+
+// PreferenceFeature is the feature stating m as the user's preference.
+func PreferenceFeature(m Mode) string { return PreferencePrefix + string(m) }
+
+// PreferenceFromFeatures finds an explicit "set my preference" among a
+// client's features; ok is false when there is none (or it is invalid).
+func PreferenceFromFeatures(features []string) (m Mode, ok bool) {
+	for _, f := range features {
+		if v, found := strings.CutPrefix(f, PreferencePrefix); found && Mode(v).Valid() {
+			m, ok = Mode(v), true
+		}
+	}
+	return m, ok
+}
+
+// Cap limits m to what a client can display: the lesser of the two.
+func (m Mode) Cap(limit Mode) Mode {
+	rank := func(x Mode) int { return slices.Index([]Mode{ModeOff, ModeSummary, ModeFull}, x) }
+	if rank(limit) < rank(m) {
+		return limit
+	}
+	if rank(m) < 0 {
+		return ModeOff
+	}
+	return m
 }
 
 // Valid reports whether m is one of the three modes.

@@ -9,6 +9,7 @@ import (
 // user's LiveKit token (or AG-UI bearer token). storage/ provides a
 // durable implementation; Memory serves when there is no database.
 type Preferences interface {
+	// Mode is ModeUnset for a user who never chose.
 	Mode(ctx context.Context, identity string) (Mode, error)
 	SetMode(ctx context.Context, identity string, m Mode) error
 }
@@ -19,7 +20,7 @@ type Memory struct {
 	modes map[string]Mode
 }
 
-// NewMemory returns an empty in-memory store: everyone starts at off.
+// NewMemory returns an empty in-memory store: everyone starts unset.
 func NewMemory() *Memory { return &Memory{modes: map[string]Mode{}} }
 
 func (m *Memory) Mode(_ context.Context, identity string) (Mode, error) {
@@ -28,7 +29,7 @@ func (m *Memory) Mode(_ context.Context, identity string) (Mode, error) {
 	if mode, ok := m.modes[identity]; ok {
 		return mode, nil
 	}
-	return ModeOff, nil
+	return ModeUnset, nil
 }
 
 func (m *Memory) SetMode(_ context.Context, identity string, mode Mode) error {

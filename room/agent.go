@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -241,7 +242,14 @@ const AgentStateAttribute = "lk.agent.state"
 func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	log := a.log.With("room", j.room, "job", j.id)
 	assigned := time.Now()
-	j.conn = &conn{}
+	rooms := lksdk.NewRoomServiceClient(a.cfg.httpURL(), a.cfg.APIKey, a.cfg.APISecret)
+	j.conn = &conn{lookup: func(ctx context.Context, identity string) (map[string]string, error) {
+		p, err := rooms.GetParticipant(ctx, &livekit.RoomParticipantIdentity{Room: j.room, Identity: identity})
+		if err != nil {
+			return nil, err
+		}
+		return p.Attributes, nil
+	}}
 	sess := newSession(a.ctx, SessionConfig{ID: j.room, Store: a.store, Open: a.open, Metrics: a.metrics, Logger: a.log}, j.conn)
 	j.session = sess
 	defer sess.Close()
@@ -274,18 +282,31 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 		if p.Kind() == lksdk.ParticipantAgent {
 			return
 		}
-		sess.join(p.Identity())
-		sess.welcome(p.Identity())
+		sess.arrived(p.Identity(), p.Attributes())
 		if r := j.conn.get(); r != nil {
 			humans <- countHumans(r)
 		}
 	}
 	cb.OnParticipantDisconnected = func(p *lksdk.RemoteParticipant) {
 		log.Debug("participant disconnected", "identity", p.Identity())
-		sess.leave(p.Identity())
+		sess.left(p.Identity())
 		if r := j.conn.get(); r != nil {
 			humans <- countHumans(r)
 		}
+	}
+	cb.OnAttributesChanged = func(changed map[string]string, p lksdk.Participant) {
+		rp, ok := p.(*lksdk.RemoteParticipant)
+		if !ok || rp.Kind() == lksdk.ParticipantAgent {
+			return
+		}
+		attrs := maps.Clone(rp.Attributes())
+		if _, ok := changed[AttrReasoningPreference]; !ok {
+			// The preference is set when the client sets it, not again
+			// whenever another attribute changes (it may have been changed
+			// since, through the HTTP API).
+			delete(attrs, AttrReasoningPreference)
+		}
+		sess.attributesChanged(rp.Identity(), attrs)
 	}
 	cb.OnDisconnectedWithReason = func(reason lksdk.DisconnectionReason) {
 		select {
@@ -332,8 +353,9 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	log.Debug("participants at join", "n", len(present))
 	for _, p := range present {
 		if p.Kind() != lksdk.ParticipantAgent {
-			sess.join(p.Identity())
-			sess.welcome(p.Identity())
+			// Their attributes are here already, whatever they sent
+			// before the bot came.
+			sess.arrived(p.Identity(), p.Attributes())
 		}
 	}
 	if vj != nil {

@@ -1,6 +1,7 @@
 package room
 
 import (
+	"context"
 	"errors"
 	"io"
 	"sync"
@@ -15,6 +16,9 @@ import (
 // SDK's join returned, which is when its connection is up: nothing waits
 // for it by polling.
 type conn struct {
+	// lookup reads a participant's attributes from LiveKit's API.
+	lookup func(ctx context.Context, identity string) (map[string]string, error)
+
 	mu   sync.Mutex
 	room *lksdk.Room
 }
@@ -59,6 +63,10 @@ func (c *conn) connection(identity string) string {
 		return ""
 	}
 	return p.SID()
+}
+
+func (c *conn) attributes(ctx context.Context, identity string) (map[string]string, error) {
+	return c.lookup(ctx, identity)
 }
 
 // streamChunkSize is LiveKit's byte-stream chunk size.

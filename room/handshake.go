@@ -5,7 +5,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
 )
 
@@ -13,12 +12,10 @@ import (
 // resume, then the server's own Configuration.
 func (s *Session) configure(from string, stanza int32, c *wire.Configuration) {
 	s.ownerMu.Lock()
-	if s.owner == "" {
-		s.owner = from
-		s.store.SaveConversation(storage.Conversation{ID: s.ID, Owner: from, CreatedAt: time.Now()})
-	}
-	s.features[from] = slices.Clone(c.Features)
+	s.claim(from)
+	s.features[from] = withoutPreference(c.Features)
 	s.tools[from] = slices.Clone(c.Tools)
+	s.known[from] = true
 	s.ownerMu.Unlock()
 	// What reasoning the user sees is the engine's to decide, from the
 	// client's features.
@@ -34,43 +31,50 @@ func (s *Session) configure(from string, stanza int32, c *wire.Configuration) {
 		s.sync(from)
 		s.emit(reply, []string{from}, nil, true)
 	})
+	s.release(from)
 }
 
-// sync records the user's current connection as in sync; on the writer.
+// unannounced stands for the connection of a user in sync whose
+// participant the bot's room does not list yet: LiveKit can deliver a
+// client's packets to the bot seconds before it announces the client.
+const unannounced = "?"
+
+// sync records the user's current connection as in sync, on the writer;
+// the user is in the room, whether or not the bot was told yet.
 func (s *Session) sync(identity string) {
-	conn := s.out.connection(identity)
-	if conn == "" {
-		// LiveKit delivered the client's packets before telling the bot
-		// about the participant: the join event completes the sync.
-		s.early[identity] = true
+	s.ownerMu.Lock()
+	s.present[identity] = true
+	s.ownerMu.Unlock()
+	if c := s.out.connection(identity); c != "" {
+		s.members[identity] = c
+	} else {
+		s.members[identity] = unannounced
 	}
-	s.members[identity] = conn
 }
 
 // join records a user who entered the room: out of sync until its
-// handshake, unless its handshake on this very connection came first
-// (LiveKit may deliver a client's first packets before the event).
-func (s *Session) join(identity string) {
+// handshake, unless it handshook on this very connection before the bot
+// was told it had joined. It reports whether the user is in sync.
+func (s *Session) join(identity string) bool {
 	s.log.Debug("member joined", "identity", identity)
 	s.ownerMu.Lock()
 	s.present[identity] = true
 	s.ownerMu.Unlock()
+	inSync := make(chan bool, 1)
 	s.post(func() {
-		if s.early[identity] {
-			delete(s.early, identity)
-			s.members[identity] = s.out.connection(identity)
+		if m := s.members[identity]; m == unannounced || (m != "" && m == s.out.connection(identity)) {
+			s.sync(identity)
+			inSync <- true
 			return
 		}
-		s.unsyncUnlessCurrent(identity)
-	})
-}
-
-// unsyncUnlessCurrent marks a user out of sync unless it synced on the
-// connection it has now: an event about an older connection changes
-// nothing for the newer one.
-func (s *Session) unsyncUnlessCurrent(identity string) {
-	if conn := s.members[identity]; conn == "" || conn != s.out.connection(identity) {
 		s.members[identity] = ""
+		inSync <- false
+	})
+	select {
+	case ok := <-inSync:
+		return ok
+	case <-s.ctx.Done():
+		return false
 	}
 }
 
@@ -81,11 +85,11 @@ func (s *Session) leave(identity string) {
 	s.log.Debug("member left", "identity", identity)
 	s.ownerMu.Lock()
 	delete(s.present, identity)
+	// The next connection under this identity may be another device:
+	// it says what it can display again.
+	delete(s.known, identity)
 	s.ownerMu.Unlock()
-	s.post(func() {
-		delete(s.early, identity)
-		s.unsyncUnlessCurrent(identity)
-	})
+	s.post(func() { s.members[identity] = "" })
 }
 
 func (s *Session) configuration(identity string, reasoningFeatures []string) *wire.Configuration {
@@ -144,23 +148,22 @@ func (s *Session) welcome(identity string) {
 // greet sends the server's Configuration, unasked: to the room when the
 // bot joins, to one participant when it joins later. Either side may
 // speak first.
-// A user whose handshake on its current connection is done already (its
-// Configuration overtook the join event) is not greeted: a greeting never
-// follows the reply to the user's Configuration.
 func (s *Session) greet(identity string) {
 	greeting := s.greeting(identity)
-	s.post(func() {
-		if conn := s.members[identity]; conn != "" && conn == s.out.connection(identity) {
-			return
-		}
-		s.emit(greeting, []string{identity}, nil, true)
-	})
+	s.post(func() { s.emit(greeting, []string{identity}, nil, true) })
 }
 
 // greeting is built before it is queued for the writer: the engine may
-// read storage for it.
+// read storage for it. It tells a client whose capabilities are unknown
+// that its Configuration is awaited.
 func (s *Session) greeting(identity string) *wire.Configuration {
-	return s.configuration(identity, s.conv.Greeting(s.ctx, identity))
+	s.ownerMu.Lock()
+	known, features := s.known[identity], s.features[identity]
+	s.ownerMu.Unlock()
+	if known {
+		return s.configuration(identity, s.conv.Configure(s.ctx, identity, features))
+	}
+	return s.configuration(identity, append(s.conv.Greeting(s.ctx, identity), FeatureAwaitingConfiguration))
 }
 
 // replay re-sends the envelopes after stanza −after that were

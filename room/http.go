@@ -12,6 +12,8 @@ import (
 	"github.com/livekit/protocol/livekit"
 	lksdk "github.com/livekit/server-sdk-go/v2"
 
+	"github.com/alicia-voice/alicia/reasoning"
+
 	"github.com/alicia-voice/alicia/wire"
 )
 
@@ -22,6 +24,11 @@ type tokenRequest struct {
 	Room     string `json:"room"`
 	Identity string `json:"identity"`
 	Name     string `json:"name"`
+	// Features the client can display, and a preference to set: written
+	// into the token's participant attributes, so the bot knows them
+	// whenever it joins.
+	Features            []string       `json:"features"`
+	ReasoningPreference reasoning.Mode `json:"reasoningPreference"`
 }
 
 type tokenResponse struct {
@@ -34,15 +41,28 @@ type tokenResponse struct {
 // UserToken mints a token for identity to join room, whose room
 // configuration dispatches the agent when the join creates the room.
 func UserToken(cfg Config, room, identity, name string) (string, error) {
+	return UserTokenWithAttributes(cfg, room, identity, name, nil)
+}
+
+// UserTokenWithAttributes is UserToken with participant attributes (see
+// AttrFeatures), which the bot reads when it joins. The token lets its
+// participant set its own attributes, so a client may change them later.
+func UserTokenWithAttributes(cfg Config, room, identity, name string, attrs map[string]string) (string, error) {
 	cfg.withDefaults()
+	grant := &auth.VideoGrant{RoomJoin: true, Room: room}
+	grant.SetCanUpdateOwnMetadata(true)
 	at := auth.NewAccessToken(cfg.APIKey, cfg.APISecret).
 		SetIdentity(identity).SetName(name).SetValidFor(TokenTTL).
-		SetVideoGrant(&auth.VideoGrant{RoomJoin: true, Room: room}).
+		SetVideoGrant(grant).
 		SetRoomConfig(&livekit.RoomConfiguration{Agents: []*livekit.RoomAgentDispatch{{AgentName: cfg.AgentName}}})
+	if len(attrs) > 0 {
+		at.SetAttributes(attrs)
+	}
 	return at.ToJWT()
 }
 
-// TokenHandler serves POST /v1/token: {room?, identity, name?} → a user
+// TokenHandler serves POST /v1/token: {room?, identity, name?, features?,
+// reasoningPreference?} → a user
 // token for the room (a new conversation when room is empty). It is
 // protected by the token secret (or the API secret) as a bearer token.
 // When the room already exists without a bot (its bot crashed), it asks
@@ -79,7 +99,24 @@ func (a *Agent) TokenHandler() http.Handler {
 			fail(http.StatusBadRequest, "room must have no spaces or slashes and at most 128 characters")
 			return
 		}
-		token, err := UserToken(a.cfg, req.Room, req.Identity, req.Name)
+		attrs := map[string]string{}
+		if req.Features != nil {
+			for _, f := range req.Features {
+				if f == "" || strings.ContainsAny(f, ", ") {
+					fail(http.StatusBadRequest, "features are words without commas or spaces")
+					return
+				}
+			}
+			attrs[AttrFeatures] = strings.Join(req.Features, ",")
+		}
+		if req.ReasoningPreference != "" {
+			if !req.ReasoningPreference.Valid() {
+				fail(http.StatusBadRequest, "reasoningPreference is off, summary or full")
+				return
+			}
+			attrs[AttrReasoningPreference] = string(req.ReasoningPreference)
+		}
+		token, err := UserTokenWithAttributes(a.cfg, req.Room, req.Identity, req.Name, attrs)
 		if err != nil {
 			fail(http.StatusInternalServerError, err.Error())
 			return

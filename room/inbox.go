@@ -1,13 +1,18 @@
 package room
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/alicia-voice/alicia/pipeline"
+	"github.com/alicia-voice/alicia/reasoning"
+	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
 )
 
@@ -19,6 +24,26 @@ func (s *Session) receive(from string, payload []byte) {
 	default:
 		s.metrics.badInput.WithLabelValues("504").Inc()
 		s.sendError(from, wire.CodeQueueFull, wire.SeverityWarning, true, "too many envelopes at once; send this one again", 0, false, "")
+	}
+}
+
+// arrived, left and attributesChanged queue a room event for identity.
+// They wait for room in the inbox rather than drop the event: a lost
+// arrival or attribute change would leave a user unanswered.
+func (s *Session) arrived(identity string, attrs map[string]string) {
+	s.event(rawPacket{from: identity, event: eventArrived, attrs: attrs})
+}
+
+func (s *Session) left(identity string) { s.event(rawPacket{from: identity, event: eventLeft}) }
+
+func (s *Session) attributesChanged(identity string, attrs map[string]string) {
+	s.event(rawPacket{from: identity, event: eventAttributes, attrs: attrs})
+}
+
+func (s *Session) event(p rawPacket) {
+	select {
+	case s.inbox <- p:
+	case <-s.ctx.Done():
 	}
 }
 
@@ -35,6 +60,38 @@ func (s *Session) run() {
 }
 
 func (s *Session) handle(p rawPacket) {
+	switch p.event {
+	case eventArrived:
+		if s.join(p.from) {
+			// It handshook before the bot heard of it: its Configuration
+			// is newer than its token's attributes, and it was answered.
+			return
+		}
+		s.applyAttributes(p.from, p.attrs, false)
+		s.welcome(p.from)
+		return
+	case eventLeft:
+		delete(s.asked, p.from)
+		s.leave(p.from)
+		return
+	case eventAttributes:
+		s.applyAttributes(p.from, p.attrs, true)
+		return
+	}
+	if !s.isKnown(p.from) && !s.asked[p.from] && s.out.connection(p.from) == "" {
+		// LiveKit can deliver a client's packets to the bot seconds before
+		// it announces the client (with its attributes): ask for them now,
+		// so that they come before this packet, which is newer.
+		s.asked[p.from] = true
+		ctx, cancel := context.WithTimeout(s.ctx, 3*time.Second)
+		attrs, err := s.out.attributes(ctx, p.from)
+		cancel()
+		if err != nil {
+			s.log.Warn("reading the attributes of a participant the bot was not told of yet", "identity", p.from, "err", err)
+		} else {
+			s.applyAttributes(p.from, attrs, false)
+		}
+	}
 	env, err := wire.Unmarshal(p.payload)
 	if err != nil {
 		var de *wire.DecodeError
@@ -66,6 +123,10 @@ func (s *Session) handle(p rawPacket) {
 		s.Send(&wire.Acknowledgement{ConversationID: s.ID, AcknowledgedStanzaID: env.StanzaID, AcknowledgedMessageID: bodyID(env), Notes: "duplicate"}, p.from)
 		return
 	}
+	if waitsForCapabilities(env.Body) && !s.isKnown(p.from) {
+		s.hold(p.from, pipeline.Inbound{From: p.from, StanzaID: env.StanzaID, Body: env.Body, Received: p.received}, bodyID(env))
+		return
+	}
 	if _, isConfig := env.Body.(*wire.Configuration); !isConfig {
 		// A client that talks without a handshake is in sync from now on.
 		s.post(func() { s.sync(p.from) })
@@ -78,6 +139,121 @@ func (s *Session) handle(p rawPacket) {
 	default:
 		s.conv.Handle(s, pipeline.Inbound{From: p.from, StanzaID: env.StanzaID, Body: env.Body, Received: p.received})
 	}
+}
+
+// waitsForCapabilities: envelopes whose answer depends on what the client
+// can display. A stop, an acknowledgement and a tool result do not.
+func waitsForCapabilities(b wire.Body) bool {
+	switch b.(type) {
+	case *wire.Configuration, *wire.Acknowledgement, *wire.ControlStop, *wire.ToolUseResult:
+		return false
+	}
+	return true
+}
+
+func (s *Session) isKnown(identity string) bool {
+	s.ownerMu.Lock()
+	defer s.ownerMu.Unlock()
+	return s.known[identity]
+}
+
+// hold keeps an envelope from a client that has not said what it can
+// display, instead of answering it as a client that can display nothing,
+// and asks the client, once, for its Configuration.
+func (s *Session) hold(from string, in pipeline.Inbound, id string) {
+	if len(s.held[from]) >= heldMax {
+		s.metrics.badInput.WithLabelValues("504").Inc()
+		s.sendError(from, wire.CodeQueueFull, wire.SeverityWarning, true,
+			"too many messages waiting for this client's Configuration; send a Configuration, then this message again", in.StanzaID, true, id)
+		return
+	}
+	s.held[from] = append(s.held[from], in)
+	if len(s.held[from]) == 1 {
+		s.log.Info("message before the client's Configuration; kept until it comes", "identity", from)
+		s.sendError(from, wire.CodeInvalidState, wire.SeverityWarning, true,
+			"waiting for this client's Configuration: send one (or set the participant attribute "+AttrFeatures+
+				") saying what it can display; this message is kept and answered then", in.StanzaID, true, id)
+	}
+}
+
+// release hands the engine what a now configured client sent before, in
+// order, after whatever the writer has queued for the client so far.
+func (s *Session) release(identity string) {
+	held := s.held[identity]
+	if len(held) == 0 {
+		return
+	}
+	delete(s.held, identity)
+	s.post(func() { s.sync(identity) })
+	for _, in := range held {
+		s.conv.Handle(s, in)
+	}
+}
+
+// claim makes the first user who configured a client the conversation's
+// owner. Called with ownerMu held.
+func (s *Session) claim(identity string) {
+	if s.owner == "" {
+		s.owner = identity
+		s.store.SaveConversation(storage.Conversation{ID: s.ID, Owner: identity, CreatedAt: time.Now()})
+	}
+}
+
+// withoutPreference drops reasoning_preference:<mode> from features: it
+// is applied once, when the client says it, and not again with every
+// later Configure of the same features.
+func withoutPreference(features []string) []string {
+	return slices.DeleteFunc(slices.Clone(features), func(f string) bool { return strings.HasPrefix(f, reasoning.PreferencePrefix) })
+}
+
+// applyAttributes reads a participant's Alicia attributes: its features,
+// and maybe a preference to set. A client whose capabilities become known
+// this way is answered what it sent before; one already talking gets the
+// server's Configuration again, stating what is in effect now.
+func (s *Session) applyAttributes(identity string, attrs map[string]string, changed bool) {
+	list, hasFeatures := attrs[AttrFeatures]
+	pref, hasPref := attrs[AttrReasoningPreference]
+	if !hasFeatures && !hasPref {
+		return // not an Alicia client's attributes
+	}
+	s.ownerMu.Lock()
+	features := s.features[identity]
+	if hasFeatures {
+		features = splitFeatures(list)
+		s.features[identity] = features
+		s.known[identity] = true
+		s.claim(identity)
+	}
+	known := s.known[identity]
+	s.ownerMu.Unlock()
+	given := features
+	if hasPref {
+		given = append(slices.Clone(features), reasoning.PreferencePrefix+strings.TrimSpace(pref))
+	}
+	effective := s.conv.Configure(s.ctx, identity, given)
+	if !known || !changed {
+		return // the greeting that follows an arrival states it
+	}
+	reply := s.configuration(identity, effective)
+	waiting := len(s.held[identity]) > 0
+	s.post(func() {
+		if s.members[identity] != "" || waiting {
+			s.sync(identity)
+			s.emit(reply, []string{identity}, nil, true)
+		}
+	})
+	s.release(identity)
+}
+
+// splitFeatures reads AttrFeatures: comma-separated, spaces ignored.
+func splitFeatures(list string) []string {
+	var out []string
+	for f := range strings.SplitSeq(list, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return withoutPreference(out)
 }
 
 // duplicate reports a client stanza handled before with the same bytes. A

@@ -133,12 +133,15 @@ func (s *Session) emit(body wire.Body, to []string, meta map[string]any, handsha
 func (s *Session) inSync(to []string) []string {
 	var out []string
 	ok := func(id string) bool {
-		if s.early[id] {
-			return true // synced before the SDK announced it: LiveKit routes by identity
-		}
 		conn := s.members[id]
 		if conn == "" {
 			return false
+		}
+		if conn == unannounced {
+			if c := s.out.connection(id); c != "" {
+				s.members[id] = c
+			}
+			return true
 		}
 		if s.out.connection(id) != conn {
 			s.members[id] = "" // rejoined: wait for its handshake

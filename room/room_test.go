@@ -137,9 +137,16 @@ type client struct {
 	notify   chan struct{}
 }
 
+// joinAs joins as a client that states its features in its token's
+// attributes, so it may talk before any Configuration.
 func joinAs(t *testing.T, e *env, roomName, identity string) *client {
 	t.Helper()
-	token, err := UserToken(e.cfg, roomName, identity, identity)
+	return joinWith(t, e, roomName, identity, map[string]string{AttrFeatures: wire.FeatureStreaming})
+}
+
+func joinWith(t *testing.T, e *env, roomName, identity string, attrs map[string]string) *client {
+	t.Helper()
+	token, err := UserTokenWithAttributes(e.cfg, roomName, identity, identity, attrs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,9 @@ type publisher interface {
 	publishStream(payload []byte, to []string) error
 	// connection names the identity's current connection ("" if absent).
 	connection(identity string) string
+	// attributes asks LiveKit for a participant's attributes, for one
+	// whose packets reach the bot before the bot is told it joined.
+	attributes(ctx context.Context, identity string) (map[string]string, error)
 }
 
 // sent is one envelope in the session's replay log.
@@ -89,9 +92,7 @@ type Session struct {
 	// quickly rejoining participant without any event, so the connection
 	// id is checked at every send.
 	members map[string]string
-	// early: users who synced before the SDK announced them.
-	early map[string]bool
-	ring  []sent
+	ring    []sent
 	// ringBytes bounds the in-memory log by size as well as count.
 	ringBytes int
 
@@ -102,10 +103,43 @@ type Session struct {
 	owner   string
 	// present: the users in the room now.
 	present map[string]bool
-	// features and tools each client announced in its Configuration.
+	// features and tools each client announced, in its Configuration or
+	// its participant attributes (the later of the two), without the
+	// preference it may have stated.
 	features map[string][]string
 	tools    map[string][]wire.ClientTool
+	// known: the users whose clients said what they can display, on their
+	// current connection.
+	known map[string]bool
+
+	// held: what users sent before their clients said what they can
+	// display, answered once they have. Owned by the run goroutine.
+	held map[string][]pipeline.Inbound
+	// asked: users whose attributes were fetched from LiveKit because
+	// their packets came before their arrival. Owned by the run goroutine.
+	asked map[string]bool
 }
+
+// Participant attributes a client sets (with setAttributes, or through
+// POST /v1/token into its token) instead of, or besides, sending a
+// Configuration: LiveKit keeps them and syncs them to a bot that joins
+// later, where a data packet sent before the bot joined reaches nobody.
+const (
+	// AttrFeatures is the client's features, comma-separated, as in a
+	// Configuration ("streaming,reasoning_steps,partial_reasoning").
+	AttrFeatures = "alicia.features"
+	// AttrReasoningPreference sets the user's show-reasoning preference
+	// (off, summary or full), like the reasoning_preference:<mode> feature.
+	AttrReasoningPreference = "alicia.reasoning_preference"
+)
+
+// FeatureAwaitingConfiguration marks a greeting to a client whose
+// capabilities the bot does not know: it must send a Configuration (or set
+// AttrFeatures) before its messages are answered.
+const FeatureAwaitingConfiguration = "awaiting_configuration"
+
+// heldMax bounds what one unconfigured user can make the bot keep.
+const heldMax = 64
 
 const (
 	replayMax      = 4096
@@ -118,7 +152,21 @@ type rawPacket struct {
 	from     string
 	payload  []byte
 	received time.Time
+	// event: a room event rather than a data packet, queued with the
+	// packets so that a Configuration and an attribute change are applied
+	// in the order they arrived (the later wins).
+	event eventKind
+	attrs map[string]string
 }
+
+type eventKind uint8
+
+const (
+	eventNone eventKind = iota
+	eventArrived
+	eventLeft
+	eventAttributes
+)
 
 // SessionConfig builds a Session.
 type SessionConfig struct {
@@ -133,7 +181,8 @@ func newSession(parent context.Context, c SessionConfig, out publisher) *Session
 	s := &Session{ID: c.ID, log: c.Logger.With("conversation", c.ID), store: c.Store,
 		metrics: c.Metrics, out: out, inbox: make(chan rawPacket, inboxSize),
 		opsWake: make(chan struct{}, 1), quit: make(chan struct{}), writerDone: make(chan struct{}),
-		seen: map[string]map[int32]uint64{}, members: map[string]string{}, early: map[string]bool{}, present: map[string]bool{}, features: map[string][]string{}, tools: map[string][]wire.ClientTool{}}
+		seen: map[string]map[int32]uint64{}, members: map[string]string{}, present: map[string]bool{}, features: map[string][]string{}, tools: map[string][]wire.ClientTool{},
+		known: map[string]bool{}, held: map[string][]pipeline.Inbound{}, asked: map[string]bool{}}
 	s.ctx, s.stop = context.WithCancel(parent)
 	s.wctx, s.wcancel = context.WithCancel(context.WithoutCancel(parent))
 	s.conv = c.Open(c.ID)

@@ -33,6 +33,9 @@ func (r *recorder) publish(p []byte, to []string) error {
 }
 func (r *recorder) publishStream(p []byte, to []string) error { return r.publish(p, to) }
 func (r *recorder) connection(identity string) string         { return "PA_" + identity }
+func (r *recorder) attributes(context.Context, string) (map[string]string, error) {
+	return nil, nil
+}
 
 func (r *recorder) envelopes(t *testing.T) []*wire.Envelope {
 	r.mu.Lock()

@@ -148,7 +148,7 @@ func contractEnvelopes(t *testing.T, b contractStores) {
 func contractMisc(t *testing.T, b contractStores) {
 	s, settle := b(t)
 	ctx := context.Background()
-	if m, err := s.Mode(ctx, "nobody"); err != nil || m != reasoning.ModeOff {
+	if m, err := s.Mode(ctx, "nobody"); err != nil || m != reasoning.ModeUnset {
 		t.Fatalf("a user with no preference: %s, %v", m, err)
 	}
 	if err := s.SetMode(ctx, "alice", reasoning.ModeFull); err != nil {

@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -37,8 +38,9 @@ type stepJSON struct {
 // HistoryHandler serves GET …/conversations/{id}: the conversation's
 // messages in order, each with its reasoning steps in the owner's
 // show-reasoning mode, to the conversation's owner only. authenticate
-// returns the caller's identity.
-func HistoryHandler(s Store, authenticate func(*http.Request) (string, error), log *slog.Logger) http.Handler {
+// returns the caller's identity; preference the mode the owner sees
+// (the stored choice or the operator's default), which lives above storage.
+func HistoryHandler(s Store, authenticate func(*http.Request) (string, error), preference func(context.Context, string) reasoning.Mode, log *slog.Logger) http.Handler {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -74,10 +76,7 @@ func HistoryHandler(s Store, authenticate func(*http.Request) (string, error), l
 		}
 		// Stored reasoning comes back as the user sees it live: none when
 		// they show none, each step's summary when they show summaries.
-		mode, err := s.Mode(r.Context(), identity)
-		if err != nil || !mode.Valid() {
-			mode = reasoning.ModeOff
-		}
+		mode := preference(r.Context(), identity)
 		out := historyJSON{ConversationID: id, Messages: []messageJSON{}}
 		for _, e := range entries {
 			m := messageJSON{ID: e.ID, Role: e.Role, Content: e.Content, Status: e.Status, PreviousID: e.PreviousID,

@@ -1,6 +1,7 @@
 package storage_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -39,7 +40,10 @@ func TestHistoryEndpointServesTheOwnerOnly(t *testing.T) {
 				}
 			}
 			mux := http.NewServeMux()
-			mux.Handle("GET /v1/conversations/{id}", storage.HistoryHandler(s, room.BearerIdentity(key, secret), nil))
+			mux.Handle("GET /v1/conversations/{id}", storage.HistoryHandler(s, room.BearerIdentity(key, secret), func(ctx context.Context, id string) reasoning.Mode {
+				m, _ := s.Mode(ctx, id)
+				return m
+			}, nil))
 			srv := httptest.NewServer(mux)
 			defer srv.Close()
 			get := func(identity string) (int, []byte) {

@@ -278,7 +278,7 @@ func (p *Postgres) Mode(ctx context.Context, identity string) (reasoning.Mode, e
 	err := p.pool.QueryRow(ctx, `SELECT reasoning_mode FROM alicia_user_preferences WHERE identity = $1`, identity).Scan(&mode)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		m = reasoning.ModeOff
+		m = reasoning.ModeUnset // the operator's default applies
 	case err != nil:
 		return reasoning.ModeOff, err
 	default:

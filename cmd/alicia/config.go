@@ -12,6 +12,7 @@ import (
 
 	"github.com/alicia-voice/alicia/llm"
 	"github.com/alicia-voice/alicia/pipeline/voice"
+	"github.com/alicia-voice/alicia/reasoning"
 	"github.com/alicia-voice/alicia/room"
 	"github.com/alicia-voice/alicia/storage"
 )
@@ -34,6 +35,8 @@ type serveConfig struct {
 	Speech         voice.ProviderConfig
 	// SpeechStandinPhrases limits the speech stand-in's recogniser.
 	SpeechStandinPhrases string
+	// ReasoningDefault: the show-reasoning mode of users who never chose.
+	ReasoningDefault string
 }
 
 func parseServeConfig(args []string, stderr io.Writer) (*serveConfig, error) {
@@ -65,6 +68,7 @@ func (c *serveConfig) flags() *flag.FlagSet {
 	fs.StringVar(&c.Voice, "voice", "on", "on: listen to users' microphones and speak answers; off: text only")
 	c.Speech.Flags(fs)
 	fs.StringVar(&c.SpeechStandinPhrases, "speech-standin-phrases", "", "a file of phrases, one a line, that the speech stand-in's recogniser is limited to")
+	fs.StringVar(&c.ReasoningDefault, "reasoning-default", string(reasoning.ModeFull), "show-reasoning mode of a user who never chose one: off, summary or full")
 	fs.VisitAll(func(f *flag.Flag) { f.Usage += " (" + envName(f.Name) + ")" })
 	return fs
 }
@@ -92,6 +96,9 @@ func (c *serveConfig) validate() error {
 	}
 	if err := c.Speech.Validate(); err != nil {
 		errs = append(errs, err)
+	}
+	if !reasoning.Mode(c.ReasoningDefault).Valid() {
+		errs = append(errs, fmt.Errorf("ALICIA_REASONING_DEFAULT must be off, summary or full, not %q", c.ReasoningDefault))
 	}
 	if len(c.AGUIPath) == 0 || c.AGUIPath[0] != '/' {
 		errs = append(errs, fmt.Errorf("ALICIA_AGUI_PATH must start with /, not %q", c.AGUIPath))

@@ -22,6 +22,7 @@ import (
 	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/pipeline/voice"
 	speechstandin "github.com/alicia-voice/alicia/pipeline/voice/standin"
+	"github.com/alicia-voice/alicia/reasoning"
 	"github.com/alicia-voice/alicia/room"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/web"
@@ -80,7 +81,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	}
 	log.Info("model backend", "backend", llmCfg.Backend, "url", llmCfg.URL, "model", llmCfg.Model, "flavor", llm.FlavorOf(client))
 
-	pcfg := pipeline.Config{LLM: client, System: sc.SystemPrompt, Thinking: sc.Thinking == "on", Logger: log}
+	pcfg := pipeline.Config{LLM: client, System: sc.SystemPrompt, Thinking: sc.Thinking == "on", ReasoningDefault: reasoning.Mode(sc.ReasoningDefault), Logger: log}
 	engine := pipeline.NewEngine(pcfg, store)
 	agent := room.NewAgent(cfg, store, room.NewMetrics(metrics), func(id string) room.Conversation { return engine.Open(id) }, log)
 	if sc.Voice == "on" {
@@ -94,7 +95,8 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	users := room.BearerIdentity(cfg.APIKey, cfg.APISecret)
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/token", agent.TokenHandler())
-	mux.Handle("GET /v1/conversations/{id}", storage.HistoryHandler(store, users, log))
+	mux.Handle("GET /v1/conversations/{id}", storage.HistoryHandler(store, users, engine.Preference, log))
+	mux.Handle("/v1/preferences", engine.PreferenceHandler(users))
 	mux.Handle("POST "+sc.AGUIPath, pipeline.NewAGUI(engine, users))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.Handle("GET /", web.Handler())
