@@ -26,19 +26,34 @@ func startServeProcess(t *testing.T) (*exec.Cmd, *syncBuffer, int) {
 	if _, err := lkserver.Binary(); err != nil {
 		testenv.StartLiveKit(t) // fails (or skips) with the reason
 	}
+	cmd, out := runServeProcess(t, buildAlicia(t))
+	lk := childNamed(t, cmd.Process.Pid, "livekit-server")
+	t.Cleanup(func() { _ = syscall.Kill(lk, syscall.SIGKILL) })
+	return cmd, out, lk
+}
+
+// buildAlicia builds the alicia binary for a test's processes.
+func buildAlicia(t *testing.T) string {
+	t.Helper()
 	bin := filepath.Join(t.TempDir(), "alicia")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	return bin
+}
+
+// runServeProcess runs `alicia serve` on a free HTTP port with only the
+// ALICIA_ settings given in env, and waits for its banner.
+func runServeProcess(t *testing.T, bin string, env ...string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
 	cmd := exec.Command(bin, "serve", "-http-addr", "127.0.0.1:0")
-	env := []string{}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "ALICIA_") {
-			env = append(env, kv)
+			cmd.Env = append(cmd.Env, kv)
 		}
 	}
-	cmd.Env = env
+	cmd.Env = append(cmd.Env, env...)
 	var out syncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -46,9 +61,7 @@ func startServeProcess(t *testing.T) (*exec.Cmd, *syncBuffer, int) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _, _ = cmd.Process.Wait() })
 	waitFor(t, &out, "the serving banner", regexp.MustCompile(`Alicia serving`))
-	lk := childNamed(t, cmd.Process.Pid, "livekit-server")
-	t.Cleanup(func() { _ = syscall.Kill(lk, syscall.SIGKILL) })
-	return cmd, &out, lk
+	return cmd, &out
 }
 
 // childNamed finds the child process of parent with that command name.

@@ -103,7 +103,7 @@ func End(s string, final bool) int {
 // possible ellipsis, and closing quotes or brackets ('done.' or not).
 func endsOnItsToken(s string, i, j int) bool {
 	run := s[i:j]
-	if strings.Trim(run, ".!?") != "" {
+	if strings.Trim(run, ".!?") != "" || insideQuote(s[:i]) {
 		return false // quotes, brackets or emphasis: the next word decides
 	}
 	if s[i] != '.' {
@@ -118,6 +118,15 @@ func endsOnItsToken(s string, i, j int) bool {
 	}
 	before := s[:i]
 	return !isAbbreviation(before) && !isListMarker(before) && !isNumbered(before) && !startsTerminatorRun(before)
+}
+
+// insideQuote: a quotation or bracket opened before the terminator is
+// still open, so its closing mark may be the next token (`said "Hi?` + `"`).
+// Single quotes are left out: they are apostrophes as often as not.
+func insideQuote(before string) bool {
+	return strings.Count(before, `"`)%2 == 1 ||
+		strings.Count(before, "“") > strings.Count(before, "”") ||
+		strings.Count(before, "(") > strings.Count(before, ")")
 }
 
 // startsTerminatorRun: the dot follows "!" or "?" (a "?." typo) or another

@@ -110,6 +110,9 @@ func TestSentenceGoesOutOnItsEndingToken(t *testing.T) {
 		// Closing quotes and emphasis: 'done.' or not.
 		{[]string{"Is", " it", " '", "done", ".'", " or", " not", "?"}, []string{"", "", "", "", "", "", "", "Is it 'done.' or not?"}},
 		{[]string{"He", " said", " \"", "stop", ".\"", " Then"}, []string{"", "", "", "", "", "He said \"stop.\""}},
+		// A question inside an open quote: its closing mark may come next.
+		{[]string{"You", " said", ":", " \"", "Why", "?", "\".", " I"}, []string{"", "", "", "", "", "", "", "You said: \"Why?\"."}},
+		{[]string{"(", "Really", "?", ")", " Yes"}, []string{"", "", "", "", "(Really?)"}},
 	} {
 		var sp Splitter
 		for k, tok := range c.tokens {

@@ -73,16 +73,21 @@ export const F = {
   partialReasoning: 'partial_reasoning',
 };
 
-// The show-reasoning preference travels as features: reasoning_steps is
-// full, reasoning_summary is summary, neither is off.
-export function modeFeatures(mode) {
-  if (mode === 'full') return [F.reasoningSteps];
-  if (mode === 'summary') return [F.reasoningSummary];
-  return [];
+// What a client can display (reasoning_steps: full steps and summaries)
+// is apart from what the user wants to see, the stored preference. A
+// client changes the preference only by saying so: the feature
+// reasoning_preference:<mode>. The server's Configuration states the
+// preference in effect the same way.
+export const preferencePrefix = 'reasoning_preference:';
+
+export function preferenceFeature(mode) {
+  return preferencePrefix + mode;
 }
 
 export function modeOf(features) {
   const f = features || [];
+  const stated = f.find((x) => x.startsWith(preferencePrefix));
+  if (stated) return stated.slice(preferencePrefix.length);
   if (f.includes(F.reasoningSteps) || f.includes('reasoning_step_display')) return 'full';
   if (f.includes(F.reasoningSummary)) return 'summary';
   return 'off';

@@ -4,7 +4,7 @@
 // renders. Every piece of state is keyed by the ids the server sends, so an
 // envelope that arrives twice (live and again by replay) changes nothing.
 import { Room, RoomEvent, ConnectionState, ParticipantKind, DisconnectReason } from 'livekit-client';
-import { T, Topic, encode, decode, modeFeatures, modeOf, newId, errorWords, F } from './protocol.js';
+import { T, Topic, encode, decode, preferenceFeature, modeOf, newId, errorWords, F } from './protocol.js';
 
 const clientVersion = 'alicia-web/1';
 
@@ -98,7 +98,9 @@ export class Conversation {
     const res = await fetch(this.apiBase + '/v1/token', {
       method: 'POST',
       headers: { 'Content-Type': 'application/json', Authorization: 'Bearer ' + this.accessKey },
-      body: JSON.stringify({ identity: this.identity, name: this.name, room: this.state.conversationId || undefined }),
+      // The features also go into the token's participant attributes, which
+      // reach the bot whichever of the two joins the room first.
+      body: JSON.stringify({ identity: this.identity, name: this.name, room: this.state.conversationId || undefined, features: this.features() }),
     });
     const body = await res.json().catch(() => ({}));
     if (res.status === 401) throw new Error('The access key was not accepted. Ask whoever runs this Alicia for the link again.');
@@ -207,8 +209,10 @@ export class Conversation {
     return stanza;
   }
 
+  // features are what this page can display and play; the user's
+  // show-reasoning choice is not among them.
   features() {
-    const f = [F.streaming, F.partialReasoning, ...modeFeatures(this.state.mode)];
+    const f = [F.streaming, F.reasoningSteps, F.partialReasoning];
     if (this.state.speaker) f.push(F.audioOutput);
     return f;
   }
@@ -223,13 +227,17 @@ export class Conversation {
       lastSequenceSeen: this.counters().lastSeen,
       clientVersion,
       device: 'web',
-      features: this.features(),
+      // The preference goes along only when the user just chose it here:
+      // another device may have changed it since this page loaded.
+      features: this.chosenMode ? [...this.features(), preferenceFeature(this.chosenMode)] : this.features(),
     });
+    this.chosenMode = undefined;
   }
 
   setMode(mode) {
     save('alicia.mode.' + this.identity, mode);
     this.set({ mode });
+    this.chosenMode = mode;
     if (this.configured) this.configure();
   }
 
