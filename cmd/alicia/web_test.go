@@ -614,6 +614,21 @@ func TestWebClientVoice(t *testing.T) {
 			return c
 		}, strings.ToLower(s))), " ")
 	}
+	// The live caption is the user's words only: with the recogniser
+	// limited to the two phrases, any other word is Alicia's speech
+	// shown as if the user had said it.
+	vocabulary := map[string]bool{}
+	for _, w := range strings.Fields(norm(question + " " + interruption)) {
+		vocabulary[w] = true
+	}
+	for _, c := range r.Captions {
+		for _, w := range strings.Fields(norm(c)) {
+			if !vocabulary[w] {
+				t.Errorf("the live caption showed %q, which the user did not say", c)
+				break
+			}
+		}
+	}
 	if norm(r.Question) != norm(question) {
 		t.Errorf("the page shows the spoken question as %q, want %q", r.Question, question)
 	}
