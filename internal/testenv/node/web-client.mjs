@@ -297,8 +297,12 @@ const scenarios = {
     const long = { timeout: 90_000 };
     // The question's transcription becomes the first user message.
     await page.waitForFunction(() => document.querySelector('[data-testid=user-message] p')?.textContent, null, long);
-    // Alicia's answer is heard in the page.
-    await page.waitForFunction(() => window.__samples.some((s) => s.remote > 0.01), null, long);
+    // Alicia's answer is heard in the page; the screenshot is taken a
+    // second into it, with the visualiser moving.
+    await page.waitForFunction(() => {
+      const first = window.__samples.find((s) => s.remote > 0.01);
+      return first && window.__samples.some((s) => s.remote > 0.01 && s.at > first.at + 1000);
+    }, null, long);
     const speakingShot = await screenshot(page, 'desktop-voice-speaking');
     // The interruption is the second user message, answered in turn.
     await page.waitForFunction(() => {
@@ -307,8 +311,11 @@ const scenarios = {
         && turns[0].querySelector('[data-testid=answer]')?.dataset.done === 'true';
     }, null, long);
     const doneShot = await screenshot(page, 'desktop-voice-interrupted');
-    // Enough samples after the barge-in to see the silence.
-    await page.waitForTimeout(1500);
+    // The samples hold the silence after the barge-in once the answer to
+    // the interruption is heard: that comes after its transcription,
+    // well after the interrupted speech stopped.
+    const since = await page.evaluate(() => performance.now());
+    await page.waitForFunction((since) => window.__samples.some((s) => s.at > since && s.remote > 0.01), since, long);
     const turnsNow = () => page.evaluate(() => {
       const turns = [...document.querySelectorAll('.turn')];
       const answer = (t) => {
