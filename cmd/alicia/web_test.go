@@ -5,6 +5,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -13,8 +16,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/alicia-voice/alicia/internal/lkserver"
+	"github.com/alicia-voice/alicia/internal/speechtest"
 	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/llm/standin"
+	"github.com/alicia-voice/alicia/pipeline/voice"
 	"github.com/alicia-voice/alicia/reasoning"
 	"github.com/alicia-voice/alicia/wire"
 )
@@ -27,6 +32,12 @@ const longAnswer = "Once upon a time there was a lighthouse keeper named Ada. Ev
 	"The gull returned in the morning and sat beside her on the ledge. From then on they kept the light together. " +
 	"Sailors along the coast still tell the story of the keeper and her bird."
 
+const moonAnswer = "The moon is about three hundred and eighty four thousand kilometres from the earth. " +
+	"Light covers that distance in a little more than one second. " +
+	"Its orbit is not a perfect circle, so the distance changes by about fifty thousand kilometres over a month. " +
+	"The astronauts of Apollo eleven needed three days to get there. " +
+	"The moon is also moving away from us, by about four centimetres every year."
+
 var webScenarios = []standin.Scenario{{
 	Name:  "story",
 	Match: "(?i)story",
@@ -36,6 +47,14 @@ var webScenarios = []standin.Scenario{{
 			"I will keep the sentences simple so that they read well aloud.",
 		},
 		Answer: longAnswer,
+	}},
+}, {
+	// Long enough to be still speaking when the voice test talks over it.
+	Name:  "moon",
+	Match: "(?i)moon",
+	Rounds: []standin.Round{{
+		Reasoning: []string{"The user asks about the distance to the moon."},
+		Answer:    moonAnswer,
 	}},
 }, {
 	Name:  "failure",
@@ -49,7 +68,8 @@ var webScenarios = []standin.Scenario{{
 // webServer starts alicia serve as a newcomer would (its own
 // livekit-server, no database) with the stand-in at a pace a person can
 // watch, and returns the page's address and access key.
-func webServer(t *testing.T) (string, string) {
+// args are more flags for alicia serve.
+func webServer(t *testing.T, args ...string) (string, string) {
 	t.Helper()
 	if _, err := lkserver.Binary(); err != nil {
 		testenv.StartLiveKit(t) // fails (or skips) with the reason
@@ -68,7 +88,9 @@ func webServer(t *testing.T) (string, string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var out, errOut syncBuffer
 	served := make(chan error, 1)
-	go func() { served <- runServe(ctx, []string{"-http-addr", "127.0.0.1:0"}, nil, &out, &errOut) }()
+	go func() {
+		served <- runServe(ctx, append([]string{"-http-addr", "127.0.0.1:0"}, args...), nil, &out, &errOut)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-served; err != nil {
@@ -490,4 +512,219 @@ func TestWebClient(t *testing.T) {
 			t.Error("the page never resumed with lastSequenceSeen")
 		}
 	})
+}
+
+// levelSample is one reading of the page's audio: its microphone and the
+// audio it receives from Alicia (RMS over the last 20 ms, 0..1, from
+// WebAudio analysers on the tracks), with the bot's lk.agent.state.
+type levelSample struct {
+	At     float64 `json:"at"`
+	Mic    float64 `json:"mic"`
+	Remote float64 `json:"remote"`
+	State  string  `json:"state"`
+}
+
+// audible is the RMS above which a sample counts as sound: about -40
+// dBFS, well above the quiet room's noise the test plays around its
+// speech, well below espeak-ng's voice.
+const audible = 0.01
+
+// runs are the stretches of samples where level says sound, with gaps
+// shorter than gapMs (the pauses between words) bridged.
+func runs(samples []levelSample, level func(levelSample) float64, gapMs float64) [][2]float64 {
+	var out [][2]float64
+	for _, s := range samples {
+		if level(s) < audible {
+			continue
+		}
+		if n := len(out); n > 0 && s.At-out[n-1][1] <= gapMs {
+			out[n-1][1] = s.At
+			continue
+		}
+		out = append(out, [2]float64{s.At, s.At})
+	}
+	return out
+}
+
+// The voice half of the web client: Chromium's fake microphone plays an
+// espeak-ng question, a pause, then an interruption. The page shows the
+// question's transcription, receives Alicia's spoken answer on its audio
+// track (measured in the page with WebAudio), and speaking over the answer
+// stops it.
+func TestWebClientVoice(t *testing.T) {
+	for _, bin := range []string{"espeak-ng", "sox"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Skipf("%s is not installed (.ci/run installs it)", bin)
+		}
+	}
+	question, interruption := "How far is the moon?", "What is the weather like in Paris today?"
+	dir := t.TempDir()
+	phrases := filepath.Join(dir, "phrases.txt")
+	if err := os.WriteFile(phrases, []byte(question+"\n"+interruption+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ALICIA_STT_URL", "")
+	t.Setenv("ALICIA_TTS_URL", "")
+	url, key := webServer(t, "-speech-standin-phrases", phrases)
+
+	// What the microphone hears: a quiet room, the question, a pause in
+	// which the answer starts, the interruption, then the room again.
+	// Chromium plays the file once from when the page opens the
+	// microphone (%noloop).
+	const rate = 48000
+	pauseMs := 9000
+	var pcm []int16
+	pcm = append(pcm, speechtest.Noise(1500, rate, 1)...)
+	pcm = append(pcm, speechtest.Render(t, question, 140, rate)...)
+	pcm = append(pcm, speechtest.Noise(pauseMs, rate, 2)...)
+	pcm = append(pcm, speechtest.Render(t, interruption, 140, rate)...)
+	pcm = append(pcm, speechtest.Noise(12000, rate, 3)...)
+	wav := filepath.Join(dir, "microphone.wav")
+	if err := os.WriteFile(wav, voice.EncodeWAV(pcm, rate), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	var r struct {
+		Question     string     `json:"question"`
+		Interruption string     `json:"interruption"`
+		First        pageAnswer `json:"first"`
+		Second       pageAnswer `json:"second"`
+		Reopened     struct {
+			Question string     `json:"question"`
+			First    pageAnswer `json:"first"`
+			Second   pageAnswer `json:"second"`
+		} `json:"reopened"`
+		Captions []string      `json:"captions"`
+		Samples  []levelSample `json:"samples"`
+		Shots    []string      `json:"shots"`
+	}
+	testenv.Browser(t, context.Background(), "web-client.mjs", map[string]any{
+		"url": url, "key": key, "name": "fay", "scenario": "voice",
+		"chromiumArgs": []string{"--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream",
+			"--use-file-for-fake-audio-capture=" + wav + "%noloop"},
+	}, &r)
+	t.Logf("screenshots: %v", r.Shots)
+	t.Logf("live captions seen: %q", r.Captions)
+
+	norm := func(s string) string {
+		return strings.Join(strings.Fields(strings.Map(func(c rune) rune {
+			if c == '?' || c == '.' || c == ',' || c == '!' {
+				return -1
+			}
+			return c
+		}, strings.ToLower(s))), " ")
+	}
+	// The live caption is the user's words only: with the recogniser
+	// limited to the two phrases, any other word is Alicia's speech
+	// shown as if the user had said it.
+	vocabulary := map[string]bool{}
+	for _, w := range strings.Fields(norm(question + " " + interruption)) {
+		vocabulary[w] = true
+	}
+	for _, c := range r.Captions {
+		for _, w := range strings.Fields(norm(c)) {
+			if !vocabulary[w] {
+				t.Errorf("the live caption showed %q, which the user did not say", c)
+				break
+			}
+		}
+	}
+	if norm(r.Question) != norm(question) {
+		t.Errorf("the page shows the spoken question as %q, want %q", r.Question, question)
+	}
+	if norm(r.Interruption) != norm(interruption) {
+		t.Errorf("the page shows the interruption as %q, want %q", r.Interruption, interruption)
+	}
+	if !r.First.Done || r.First.Text == "" || !strings.HasPrefix(moonAnswer, words(r.First.Text)) {
+		t.Errorf("the answer to the spoken question: %+v", r.First)
+	}
+	// Reopened, the page shows the interrupted answer as stored: the
+	// sentences heard in full, the one cut short marked, and stopped.
+	heardText, cut, marked := strings.Cut(words(r.Reopened.First.Text), "[interrupted by the user during:")
+	if !r.Reopened.First.Stopped || !marked || !strings.HasPrefix(moonAnswer, strings.TrimSpace(heardText)) {
+		t.Errorf("reopened, the interrupted answer reads %q (stopped %v); want what was heard of %q, marked interrupted", r.Reopened.First.Text, r.Reopened.First.Stopped, moonAnswer)
+	}
+	if marked {
+		t.Logf("heard before the interruption: %q, cut short during %q", heardText, cut)
+	}
+	if words(r.Reopened.Question) != words(r.Question) || r.Reopened.Second.Text != r.Second.Text {
+		t.Errorf("reopened, the page shows %+v", r.Reopened)
+	}
+	if !r.Second.Done || r.Second.Text == "" {
+		t.Errorf("the interruption's answer: %+v", r.Second)
+	}
+
+	mic := runs(r.Samples, func(s levelSample) float64 { return s.Mic }, 400)
+	heard := runs(r.Samples, func(s levelSample) float64 { return s.Remote }, 400)
+	t.Logf("%d samples; microphone speech at %v; Alicia heard at %v (ms since the page loaded)", len(r.Samples), mic, heard)
+	if len(mic) < 2 {
+		t.Fatalf("the page's microphone carried %d utterances, want the question and the interruption", len(mic))
+	}
+	qEnd, bargeIn := mic[0][1], mic[len(mic)-1][0]
+	var answerStart float64 = -1
+	for _, h := range heard {
+		if h[0] > qEnd {
+			answerStart = h[0]
+			break
+		}
+	}
+	if answerStart < 0 {
+		t.Fatal("the page never received audible audio from Alicia after the question")
+	}
+	// The interruption must fall while Alicia speaks, or it interrupts
+	// nothing.
+	speaking := false
+	for _, h := range heard {
+		if h[0] <= bargeIn && bargeIn <= h[1] {
+			speaking = true
+		}
+	}
+	if !speaking {
+		t.Fatalf("Alicia was not speaking when the interruption began at %.0f ms (answer audible from %.0f ms): heard %v", bargeIn, answerStart, heard)
+	}
+	// Silence: the first sample after the barge-in from which the bot's
+	// audio stays below the threshold for half a second; and when
+	// lk.agent.state left speaking.
+	silentAt, stateLeft := -1.0, -1.0
+	for i, s := range r.Samples {
+		if s.At < bargeIn {
+			continue
+		}
+		if stateLeft < 0 && s.State != "" && s.State != "speaking" {
+			stateLeft = s.At
+		}
+		if silentAt < 0 && s.Remote < audible {
+			quiet := true
+			for _, n := range r.Samples[i:] {
+				if n.At > s.At+500 {
+					break
+				}
+				if n.Remote >= audible {
+					quiet = false
+					break
+				}
+			}
+			if quiet {
+				silentAt = s.At
+			}
+		}
+	}
+	if silentAt < 0 {
+		t.Fatal("Alicia's audio in the page never went silent after the interruption")
+	}
+	if stateLeft < 0 {
+		t.Error("lk.agent.state never left speaking after the interruption")
+	}
+	// Figures, not assertions.
+	t.Logf("voice in the page: end of the spoken question → first audible answer %.0f ms; barge-in start → silence %.0f ms; → lk.agent.state %q %.0f ms",
+		answerStart-qEnd, silentAt-bargeIn, stateAt(r.Samples, stateLeft), stateLeft-bargeIn)
+}
+
+func stateAt(samples []levelSample, at float64) string {
+	for _, s := range samples {
+		if s.At == at {
+			return s.State
+		}
+	}
+	return ""
 }

@@ -162,7 +162,11 @@ function Voice({ conv, s }) {
   const transcriptions = useTranscriptions();
   // The live caption: Alicia's interim Transcription, or what a stock
   // LiveKit agent publishes on lk.transcription for the user's speech.
-  const mine = transcriptions.filter((t) => t.participantInfo.identity === conv.identity).at(-1);
+  // The transcribed track tells the user's words from the agent's speech:
+  // the two can share a segment id, and then the agent's stream takes
+  // over the user's entry.
+  const mine = transcriptions.filter((t) => t.participantInfo.identity === conv.identity
+    && t.streamInfo.attributes?.['lk.transcribed_track_id'] === microphoneTrack?.trackSid).at(-1);
   const caption = s.interim?.text || (mine && mine.streamInfo.attributes?.['lk.transcription_final'] !== 'true' ? mine.text : '');
   return (
     <section className="voice" aria-label="Voice">

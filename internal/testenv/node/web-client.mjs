@@ -243,6 +243,111 @@ const scenarios = {
     return { micPressed, micTrack, micMuted, error: await error.textContent(), failed, packets: await captured(page), shots: [micShot, errorShot] };
   },
 
+  // Chromium's fake microphone plays a file (the Go test builds it): a
+  // question, a pause in which Alicia answers aloud, then an
+  // interruption. The page's audio is sampled every 20 ms with WebAudio
+  // analysers on its microphone track and on the track it receives from
+  // Alicia, alongside the bot's lk.agent.state.
+  async voice({ input, newPage }) {
+    const page = await newPage(desktop);
+    await join(page, input);
+    await page.evaluate(() => {
+      const ctx = new AudioContext();
+      ctx.resume();
+      const taps = new Map(); // MediaStreamTrack id → analyser
+      const level = (mst) => {
+        if (!mst) return 0;
+        let a = taps.get(mst.id);
+        if (!a) {
+          a = ctx.createAnalyser();
+          a.fftSize = 1024;
+          ctx.createMediaStreamSource(new MediaStream([mst])).connect(a);
+          a.buf = new Float32Array(a.fftSize);
+          taps.set(mst.id, a);
+        }
+        a.getFloatTimeDomainData(a.buf);
+        let sum = 0;
+        for (const v of a.buf) sum += v * v;
+        return Math.sqrt(sum / a.buf.length);
+      };
+      window.__samples = [];
+      window.__captions = [];
+      const room = window.alicia.room;
+      window.__sampler = setInterval(() => {
+        const mine = room.localParticipant.getTrackPublication('microphone')?.track?.mediaStreamTrack;
+        let remote = null;
+        let state = '';
+        for (const p of room.remoteParticipants.values()) {
+          for (const pub of p.audioTrackPublications.values()) {
+            if (pub.track) {
+              remote = pub.track.mediaStreamTrack;
+              state = p.attributes['lk.agent.state'] || '';
+            }
+          }
+        }
+        window.__samples.push({ at: performance.now(), mic: level(mine), remote: level(remote), state });
+      }, 20);
+      const caption = document.querySelector('.caption');
+      new MutationObserver(() => {
+        const t = caption.textContent;
+        if (t && window.__captions.at(-1) !== t) window.__captions.push(t);
+      }).observe(caption, { subtree: true, childList: true, characterData: true });
+    });
+    await page.getByRole('button', { name: 'Talk' }).click();
+    const long = { timeout: 90_000 };
+    // The question's transcription becomes the first user message.
+    await page.waitForFunction(() => document.querySelector('[data-testid=user-message] p')?.textContent, null, long);
+    // Alicia's answer is heard in the page; the screenshot is taken a
+    // second into it, with the visualiser moving.
+    await page.waitForFunction(() => {
+      const first = window.__samples.find((s) => s.remote > 0.01);
+      return first && window.__samples.some((s) => s.remote > 0.01 && s.at > first.at + 1000);
+    }, null, long);
+    const speakingShot = await screenshot(page, 'desktop-voice-speaking');
+    // The interruption is the second user message, answered in turn.
+    await page.waitForFunction(() => {
+      const turns = document.querySelectorAll('.turn');
+      return turns.length >= 2 && turns[1].querySelector('[data-testid=answer]')?.dataset.done === 'true'
+        && turns[0].querySelector('[data-testid=answer]')?.dataset.done === 'true';
+    }, null, long);
+    const doneShot = await screenshot(page, 'desktop-voice-interrupted');
+    // The samples hold the silence after the barge-in once the answer to
+    // the interruption is heard: that comes after its transcription,
+    // well after the interrupted speech stopped.
+    const since = await page.evaluate(() => performance.now());
+    await page.waitForFunction((since) => window.__samples.some((s) => s.at > since && s.remote > 0.01), since, long);
+    const turnsNow = () => page.evaluate(() => {
+      const turns = [...document.querySelectorAll('.turn')];
+      const answer = (t) => {
+        const a = t.querySelector('[data-testid=answer]');
+        return {
+          id: a.dataset.answerId,
+          text: a.querySelector('[data-testid=answer-text]')?.textContent ?? '',
+          done: a.dataset.done === 'true',
+          stopped: a.textContent.includes('Stopped.'),
+          failed: a.textContent.includes('This answer failed'),
+        };
+      };
+      return {
+        question: turns[0].querySelector('[data-testid=user-message] p').textContent,
+        interruption: turns[1].querySelector('[data-testid=user-message] p').textContent,
+        first: answer(turns[0]),
+        second: answer(turns[1]),
+      };
+    });
+    await page.evaluate(() => clearInterval(window.__sampler));
+    const live = await turnsNow();
+    const { samples, captions } = await page.evaluate(() => ({ samples: window.__samples, captions: window.__captions }));
+    // Reopened, the page shows the answer as the server stored it: what
+    // was heard before the interruption.
+    await page.reload();
+    await page.getByText('Connected', { exact: true }).waitFor({ timeout });
+    await page.waitForFunction(() => document.querySelectorAll('.turn [data-testid=answer]').length >= 2, null, { timeout });
+    const reopened = await turnsNow();
+    const reopenedShot = await screenshot(page, 'desktop-voice-reopened');
+    return { ...live, reopened, captions, samples, shots: [speakingShot, doneShot, reopenedShot] };
+  },
+
   // The page loses its connection mid-answer (no network for a while,
   // then LiveKit's full reconnect) and the answer still completes once,
   // in order.
