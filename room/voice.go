@@ -46,7 +46,7 @@ func NewVoiceRoom(lp *lksdk.LocalParticipant, conversationID string, send func(c
 // message's.
 func (v *VoiceRoom) Transcript(ctx context.Context, t voice.Transcript) {
 	v.sendTranscription(ctx, &wire.Transcription{ID: t.ID, ConversationID: v.conversationID, Text: t.Text, Final: t.Final})
-	if err := SendTranscript(v.lp, t.Speaker, t.TrackID, "SG_"+t.ID, t.Text, t.Final, nil); err != nil {
+	if err := SendTranscript(v.lp, t.Speaker, t.TrackID, voice.UserSegment(t.ID), t.Text, t.Final, nil); err != nil {
 		v.log.Warn("publishing a transcript stream", "err", err)
 	}
 }

@@ -94,7 +94,7 @@ func (v *voiceJob) start(r *lksdk.Room, sess *Session) {
 		v.wg.Add(1)
 		go func() {
 			defer v.wg.Done()
-			stage.Speak(v.ctx, spokenTurn{t}, "SG_"+t.UserID)
+			stage.Speak(v.ctx, spokenTurn{t}, voice.AnswerSegment(t.UserID))
 		}()
 	})
 	v.mics.Start(r, stage)

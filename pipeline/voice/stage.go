@@ -508,7 +508,7 @@ func (s *Stage) finish(ctx context.Context, log *slog.Logger, audio []int16, spe
 		log.Warn("voice: the engine refused the turn", "err", err)
 		return
 	}
-	s.Speak(ctx, t, "SG_"+id)
+	s.Speak(ctx, t, AnswerSegment(id))
 }
 
 func (s *Stage) recognise(ctx context.Context, audio []int16, partial func(string)) (string, error) {

@@ -265,7 +265,7 @@ func TestStageSpeechTurn(t *testing.T) {
 	first := wait(t, room.speech, "first sentence")
 	last := wait(t, room.speech, "last sentence")
 	end := wait(t, room.speech, "the end of the answer")
-	if first.Text != "It is sunny in Paris." || last.Text != "Take your sunglasses." || first.Final || !end.Final || end.Text != "" || first.SegmentID != "SG_"+s.id || first.TrackID != "TR_bot" {
+	if first.Text != "It is sunny in Paris." || last.Text != "Take your sunglasses." || first.Final || !end.Final || end.Text != "" || first.SegmentID != voice.AnswerSegment(s.id) || first.TrackID != "TR_bot" {
 		t.Fatalf("spoke %+v, %+v, %+v", first, last, end)
 	}
 	if n := synth.Load(); n != 2 {

@@ -55,6 +55,12 @@ type Heard struct {
 	Played, Total time.Duration
 }
 
+// UserSegment and AnswerSegment are the transcript segment ids of a user's
+// utterance and of the answer spoken to it. LiveKit's clients merge
+// transcript updates by segment id, so the two must never share one.
+func UserSegment(messageID string) string   { return "SG_" + messageID }
+func AnswerSegment(messageID string) string { return "SG_answer_" + messageID }
+
 // Turn is a running turn as the engine hands it out.
 type Turn interface {
 	// Sentences yields the answer's sentences in order; the sequence ends
