@@ -3,11 +3,12 @@
 // "page": the page's URL. Prints "connected" when the page says so, then
 // the page's result as one JSON line.
 import { chromium } from "playwright-core";
+import { chromiumFlags } from "./browser.mjs";
 
 const opts = JSON.parse(process.argv[2]);
 const browser = await chromium.launch({
   executablePath: process.env.ALICIA_CHROMIUM || "/usr/bin/chromium",
-  args: ["--no-sandbox", "--autoplay-policy=no-user-gesture-required"],
+  args: [...chromiumFlags, "--autoplay-policy=no-user-gesture-required"],
 });
 let code = 0;
 try {
