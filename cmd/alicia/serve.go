@@ -29,14 +29,22 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	var cfg room.Config
 	cfg.Flags(fs)
 	dbURL := fs.String("database", os.Getenv("ALICIA_DATABASE_URL"), "Postgres URL; empty keeps conversations in memory (ALICIA_DATABASE_URL)")
-	reasoningMode := fs.String("store-reasoning", envOr("ALICIA_STORE_REASONING", "plain"), "plain, encrypted or off (ALICIA_STORE_REASONING)")
+	reasoningMode := fs.String("store-reasoning", envOr("ALICIA_STORE_REASONING", "plain"), "plain, encrypted (key in ALICIA_STORAGE_KEY) or off (ALICIA_STORE_REASONING)")
 	system := fs.String("system", envOr("ALICIA_SYSTEM_PROMPT", "You are Alicia, a helpful voice assistant. Answer briefly."), "system prompt (ALICIA_SYSTEM_PROMPT)")
 	aguiPath := fs.String("agui-path", envOr("ALICIA_AGUI_PATH", "/agui"), "path of the AG-UI endpoint (ALICIA_AGUI_PATH)")
 	thinking := fs.Bool("thinking", os.Getenv("ALICIA_THINKING") != "off", "let the model reason before answering (ALICIA_THINKING=off disables)")
+	debugAddr := fs.String("debug-addr", os.Getenv("ALICIA_DEBUG_ADDR"), "serve /debug/pprof on this address; keep it private (ALICIA_DEBUG_ADDR)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	if *debugAddr != "" {
+		stopDebug, err := serveDebug(*debugAddr, log)
+		if err != nil {
+			return err
+		}
+		defer stopDebug()
+	}
 	if cfg.LiveKitURL == "" {
 		// No LiveKit server given: run one for this process.
 		dir, err := os.MkdirTemp("", "alicia-livekit-")
@@ -97,6 +105,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	mux.Handle("POST "+*aguiPath, pipeline.NewAGUI(pcfg, store, users))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.Handle("GET /readyz", readiness{agent: agent, store: store})
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return err
