@@ -153,52 +153,18 @@ func run(ctx context.Context, o options) error {
 		defer db.Close(context.Background())
 	}
 
-	httpPort, err := lkserver.FreePort("tcp")
-	if err != nil {
-		return err
-	}
-	debugPort, err := lkserver.FreePort("tcp")
-	if err != nil {
-		return err
-	}
-	api := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
-	secret := "bench-token-secret"
 	thinking := "on"
 	if o.reasoning == "off" {
 		thinking = "off"
 	}
-	botLog, err := os.Create(filepath.Join(dir, "bot.log"))
+	b, err := startBot(ctx, bot, dir, lk, []string{"ALICIA_DATABASE_URL=" + dbURL, "ALICIA_THINKING=" + thinking,
+		"ALICIA_LLM_BACKEND=openai", "ALICIA_LLM_URL=" + clockSrv.URL + "/vllm/v1", "ALICIA_LLM_MODEL=Qwen3-8B"},
+		"-max-sessions", fmt.Sprint(2*o.n+10))
 	if err != nil {
 		return err
 	}
-	defer botLog.Close()
-	// The bot stops with the bench: its own context, ended after the
-	// clients have left.
-	botCtx, stopBot := context.WithCancel(context.Background())
-	defer stopBot()
-	cmd := exec.CommandContext(botCtx, bot, "serve", "-max-sessions", fmt.Sprint(2*o.n+10))
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 15 * time.Second
-	cmd.Env = append(os.Environ(),
-		"ALICIA_LIVEKIT_URL="+lk.URL, "ALICIA_LIVEKIT_API_KEY="+lk.APIKey, "ALICIA_LIVEKIT_API_SECRET="+lk.APISecret,
-		fmt.Sprintf("ALICIA_HTTP_ADDR=127.0.0.1:%d", httpPort), fmt.Sprintf("ALICIA_DEBUG_ADDR=127.0.0.1:%d", debugPort),
-		"ALICIA_TOKEN_SECRET="+secret, "ALICIA_DATABASE_URL="+dbURL, "ALICIA_THINKING="+thinking,
-		"ALICIA_LLM_BACKEND=openai", "ALICIA_LLM_URL="+clockSrv.URL+"/vllm/v1", "ALICIA_LLM_MODEL=Qwen3-8B")
-	cmd.Stdout, cmd.Stderr = botLog, botLog
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	botDone := make(chan error, 1)
-	go func() { botDone <- cmd.Wait() }()
-	defer func() {
-		stopBot()
-		<-botDone
-	}()
-	pid := cmd.Process.Pid
-	if err := waitReady(ctx, api, botDone); err != nil {
-		tail, _ := os.ReadFile(botLog.Name())
-		return fmt.Errorf("%w\n%s", err, lastLines(string(tail), 20))
-	}
+	defer b.stop()
+	api, secret, pid, debugPort := b.api, b.secret, b.cmd.Process.Pid, b.debugPort
 	rss0, _ := procRSS(pid)
 
 	features := []string{wire.FeatureStreaming}
@@ -310,9 +276,78 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
+// bot is an `alicia serve` process.
+type bot struct {
+	cmd *exec.Cmd
+	// done is closed when the process has exited.
+	done        chan struct{}
+	api, secret string
+	debugPort   int
+	logFile     string
+	cancel      context.CancelFunc
+}
+
+// startBot runs `alicia serve` against a LiveKit server with env added to
+// this process's environment, and waits until it is ready.
+func startBot(ctx context.Context, bin, dir string, lk *lkserver.Server, env []string, args ...string) (*bot, error) {
+	httpPort, err := lkserver.FreePort("tcp")
+	if err != nil {
+		return nil, err
+	}
+	debugPort, err := lkserver.FreePort("tcp")
+	if err != nil {
+		return nil, err
+	}
+	b := &bot{api: fmt.Sprintf("http://127.0.0.1:%d", httpPort), secret: "bench-token-secret", debugPort: debugPort,
+		done: make(chan struct{})}
+	logFile, err := os.CreateTemp(dir, "bot-*.log")
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	b.logFile = logFile.Name()
+	// The bot lives until stop, whatever happens to ctx meanwhile.
+	botCtx, cancel := context.WithCancel(context.Background())
+	b.cancel = cancel
+	cmd := exec.CommandContext(botCtx, bin, append([]string{"serve"}, args...)...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 15 * time.Second
+	cmd.Env = append(os.Environ(),
+		"ALICIA_LIVEKIT_URL="+lk.URL, "ALICIA_LIVEKIT_API_KEY="+lk.APIKey, "ALICIA_LIVEKIT_API_SECRET="+lk.APISecret,
+		fmt.Sprintf("ALICIA_HTTP_ADDR=127.0.0.1:%d", httpPort), fmt.Sprintf("ALICIA_DEBUG_ADDR=127.0.0.1:%d", debugPort),
+		"ALICIA_TOKEN_SECRET="+b.secret)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		cancel()
+		return nil, err
+	}
+	b.cmd = cmd
+	go func() {
+		_ = cmd.Wait()
+		close(b.done)
+	}()
+	if err := waitReady(ctx, b.api, b.done); err != nil {
+		b.stop()
+		return nil, fmt.Errorf("%w\n%s", err, b.logTail(20))
+	}
+	return b, nil
+}
+
+// stop ends the bot with SIGTERM (it hands its rooms over) and waits.
+func (b *bot) stop() {
+	b.cancel()
+	<-b.done
+}
+
+func (b *bot) logTail(n int) string {
+	tail, _ := os.ReadFile(b.logFile)
+	return lastLines(string(tail), n)
+}
+
 // waitReady waits for the bot's /readyz: registered with LiveKit, its
 // database answering.
-func waitReady(ctx context.Context, api string, exited <-chan error) error {
+func waitReady(ctx context.Context, api string, exited <-chan struct{}) error {
 	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	for {
@@ -324,8 +359,8 @@ func waitReady(ctx context.Context, api string, exited <-chan error) error {
 			}
 		}
 		select {
-		case err := <-exited:
-			return fmt.Errorf("alicia serve exited: %v", err)
+		case <-exited:
+			return errors.New("alicia serve exited")
 		case <-ctx.Done():
 			return errors.New("alicia serve was not ready within 60 s")
 		case <-time.After(50 * time.Millisecond):
