@@ -148,16 +148,29 @@ func (u *user) waitFor(ctx context.Context, from int, timeout time.Duration, mat
 
 // turn asks one question and collects the answer.
 func (u *user) turn(ctx context.Context, k int, timeout time.Duration) turnResult {
+	res, from := u.ask(k)
+	if res.err != "" {
+		return res
+	}
+	return u.answer(ctx, res, from, timeout)
+}
+
+// ask sends question k; from is where its answer's arrivals start.
+func (u *user) ask(k int) (res turnResult, from int) {
 	u.mu.Lock()
-	from := len(u.got)
+	from = len(u.got)
 	u.mu.Unlock()
 	q := fmt.Sprintf("Question %d in %s: how are you today?", k, u.convID)
-	res := turnResult{question: q, steps: map[int32]time.Time{}}
+	res = turnResult{question: q, steps: map[int32]time.Time{}}
 	res.sent = time.Now()
 	if err := u.send(&wire.UserMessage{ID: wire.NewID("msg"), ConversationID: u.convID, Content: q, Timestamp: res.sent.UnixMilli()}); err != nil {
 		res.err = "send: " + err.Error()
-		return res
 	}
+	return res, from
+}
+
+// answer waits for the answer to an asked question and collects it.
+func (u *user) answer(ctx context.Context, res turnResult, from int, timeout time.Duration) turnResult {
 	_, err := u.waitFor(ctx, from, timeout, func(a arrival) bool {
 		switch b := a.env.Body.(type) {
 		case *wire.AssistantSentence:

@@ -294,6 +294,11 @@ func startBot(ctx context.Context, bin, dir string, lk *lkserver.Server, env []s
 	if err != nil {
 		return nil, err
 	}
+	return startBotOn(ctx, httpPort, bin, dir, lk, env, args...)
+}
+
+// startBotOn is startBot with the HTTP API on a given port.
+func startBotOn(ctx context.Context, httpPort int, bin, dir string, lk *lkserver.Server, env []string, args ...string) (*bot, error) {
 	debugPort, err := lkserver.FreePort("tcp")
 	if err != nil {
 		return nil, err

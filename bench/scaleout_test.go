@@ -114,7 +114,7 @@ func TestScaleOutTwoNodesTwoWorkers(t *testing.T) {
 	key, secret := "scaleout", strings.Repeat("s3cr3t", 6)
 	nodes := make([]*lkserver.Server, 2)
 	for i := range nodes {
-		n, err := lkserver.StartNode(t.TempDir(), redisAddr, db, key, secret)
+		n, err := lkserver.StartNode(t.TempDir(), lkserver.NodeConfig{APIKey: key, APISecret: secret, RedisAddr: redisAddr, RedisDB: db})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -106,6 +106,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.Handle("GET /readyz", readiness{agent: agent, store: store})
+	mux.Handle("POST /v1/livekit/webhook", agent.WebhookHandler())
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return err

@@ -3,28 +3,51 @@ package lkserver
 import (
 	"fmt"
 	"os"
+	"strings"
 )
 
-// StartNode starts one livekit-server of a multi-node deployment on free
-// ports: every node given the same Redis address and database, and the
-// same key pair, serves the same rooms and shares agent workers (rooms,
-// participants and jobs are routed between nodes through Redis).
-func StartNode(dir, redisAddr string, redisDB int, apiKey, apiSecret string) (*Server, error) {
+// NodeConfig is what a node of a deployment shares with the others.
+type NodeConfig struct {
+	// APIKey and APISecret: every node of a deployment has the same pair.
+	APIKey, APISecret string
+	// RedisAddr and RedisDB: nodes given the same Redis serve the same
+	// rooms and share agent workers (rooms, participants and jobs are
+	// routed between nodes through it). Empty: a single node.
+	RedisAddr string
+	RedisDB   int
+	// WebhookURLs receive LiveKit's webhooks, signed with APIKey.
+	WebhookURLs []string
+}
+
+// StartNode starts one livekit-server of a deployment on free ports.
+func StartNode(dir string, c NodeConfig) (*Server, error) {
 	var lastErr error
 	for range 3 {
 		s, err := New(dir)
 		if err != nil {
 			return nil, err
 		}
-		s.APIKey, s.APISecret = apiKey, apiSecret
+		if c.APIKey != "" {
+			s.APIKey, s.APISecret = c.APIKey, c.APISecret
+		}
 		if err := s.configure(dir); err != nil {
 			return nil, err
+		}
+		var extra strings.Builder
+		if c.RedisAddr != "" {
+			fmt.Fprintf(&extra, "redis:\n  address: %s\n  db: %d\n", c.RedisAddr, c.RedisDB)
+		}
+		if len(c.WebhookURLs) > 0 {
+			fmt.Fprintf(&extra, "webhook:\n  api_key: %s\n  urls:\n", s.APIKey)
+			for _, u := range c.WebhookURLs {
+				fmt.Fprintf(&extra, "    - %q\n", u)
+			}
 		}
 		f, err := os.OpenFile(s.config, os.O_APPEND|os.O_WRONLY, 0)
 		if err != nil {
 			return nil, err
 		}
-		_, err = fmt.Fprintf(f, "redis:\n  address: %s\n  db: %d\n", redisAddr, redisDB)
+		_, err = f.WriteString(extra.String())
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
