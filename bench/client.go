@@ -29,6 +29,13 @@ type user struct {
 	notify  chan struct{}
 	joined  time.Time
 	greeted time.Time
+	// reconnecting and lost: when the SDK began resuming a broken
+	// connection, and when it gave up.
+	reconnecting, lost time.Time
+	lostReason         lksdk.DisconnectionReason
+	// gone is closed when the SDK has given the room up.
+	gone     chan struct{}
+	goneOnce sync.Once
 }
 
 type arrival struct {
@@ -49,8 +56,8 @@ type turnResult struct {
 	err       string
 }
 
-func requestToken(ctx context.Context, api, secret, identity string) (token, lkURL, roomName string, err error) {
-	body, _ := json.Marshal(map[string]string{"identity": identity})
+func requestToken(ctx context.Context, api, secret, identity, roomName string) (token, lkURL, room string, err error) {
+	body, _ := json.Marshal(map[string]string{"identity": identity, "room": roomName})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, api+"/v1/token", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+secret)
 	resp, err := http.DefaultClient.Do(req)
@@ -65,14 +72,19 @@ func requestToken(ctx context.Context, api, secret, identity string) (token, lkU
 	return tok.Token, tok.URL, tok.Room, nil
 }
 
-// join asks the bot's HTTP API for a token, joins the room it names and
-// waits for the bot's greeting.
+// join asks the bot's HTTP API for a token for a new conversation, joins
+// the room it names and waits for the bot's greeting.
 func join(ctx context.Context, api, secret, identity string, features []string) (*user, error) {
-	token, lkURL, roomName, err := requestToken(ctx, api, secret, identity)
+	return joinRoom(ctx, api, secret, identity, "", features)
+}
+
+// joinRoom is join for a given room; empty is a new conversation.
+func joinRoom(ctx context.Context, api, secret, identity, roomName string, features []string) (*user, error) {
+	token, lkURL, roomName, err := requestToken(ctx, api, secret, identity, roomName)
 	if err != nil {
 		return nil, err
 	}
-	u := &user{name: identity, convID: roomName, notify: make(chan struct{}, 1)}
+	u := &user{name: identity, convID: roomName, notify: make(chan struct{}, 1), gone: make(chan struct{})}
 	cb := lksdk.NewRoomCallback()
 	cb.OnDataPacket = func(data lksdk.DataPacket, _ lksdk.DataReceiveParams) {
 		p, ok := data.(*lksdk.UserDataPacket)
@@ -91,6 +103,19 @@ func join(ctx context.Context, api, secret, identity string, features []string) 
 		case u.notify <- struct{}{}:
 		default:
 		}
+	}
+	cb.OnReconnecting = func() {
+		u.mu.Lock()
+		if u.reconnecting.IsZero() {
+			u.reconnecting = time.Now()
+		}
+		u.mu.Unlock()
+	}
+	cb.OnDisconnectedWithReason = func(reason lksdk.DisconnectionReason) {
+		u.mu.Lock()
+		u.lost, u.lostReason = time.Now(), reason
+		u.mu.Unlock()
+		u.goneOnce.Do(func() { close(u.gone) })
 	}
 	r, err := lksdk.ConnectToRoomWithToken(lkURL, token, cb, lksdk.WithAutoSubscribe(false))
 	if err != nil {

@@ -139,6 +139,22 @@ func TestKilledWorkerIsTakenOver(t *testing.T) {
 				return
 			}
 			took[i] = time.Since(killed)
+			// Resuming worked without complaint, and the new bot's stanza
+			// ids continue the old bot's: an id seen twice is a replay of
+			// the same envelope, never a different one.
+			u.mu.Lock()
+			defer u.mu.Unlock()
+			seen := map[int32]string{}
+			for j, a := range u.got {
+				if e, ok := a.env.Body.(*wire.ErrorMessage); ok && j >= from {
+					errs[i] = fmt.Errorf("%s: error %d after the takeover: %s", u.name, e.Code, e.Message)
+				}
+				kind := fmt.Sprintf("%T", a.env.Body)
+				if prev, ok := seen[a.env.StanzaID]; ok && prev != kind {
+					errs[i] = fmt.Errorf("%s: stanza %d was a %s and then a %s", u.name, a.env.StanzaID, prev, kind)
+				}
+				seen[a.env.StanzaID] = kind
+			}
 		}()
 	}
 	wg.Wait()
