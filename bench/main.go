@@ -215,6 +215,8 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	cpu0, _ := procCPU(pid)
+	lkCPU0, _ := procCPU(lk.PID())
+	selfCPU0, _ := procCPU(os.Getpid())
 	profileDone := make(chan error, 1)
 	if o.profile != "" {
 		go func() {
@@ -245,6 +247,8 @@ func run(ctx context.Context, o options) error {
 	wg.Wait()
 	turnWall := time.Since(turnStart)
 	cpu1, _ := procCPU(pid)
+	lkCPU1, _ := procCPU(lk.PID())
+	selfCPU1, _ := procCPU(os.Getpid())
 	rss1, _ := procRSS(pid)
 	if err := <-profileDone; err != nil {
 		fmt.Fprintln(os.Stderr, "bench: cpu profile:", err)
@@ -260,7 +264,7 @@ func run(ctx context.Context, o options) error {
 	}
 
 	rep := report{o: o, pace: pace, users: joined, joinFailures: joinFailures, results: results, clock: clock,
-		cpu: cpu1 - cpu0, rss0: rss0, rss1: rss1, rows: rows1 - rows0, dbOn: db != nil, turnWall: turnWall, joinTook: joinTook}
+		cpu: cpu1 - cpu0, lkCPU: lkCPU1 - lkCPU0, selfCPU: selfCPU1 - selfCPU0, rss0: rss0, rss1: rss1, rows: rows1 - rows0, dbOn: db != nil, turnWall: turnWall, joinTook: joinTook}
 	rep.print(os.Stdout)
 	return nil
 }

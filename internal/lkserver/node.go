@@ -60,3 +60,14 @@ func StartNode(dir string, c NodeConfig) (*Server, error) {
 	}
 	return nil, fmt.Errorf("livekit-server node did not start: %w", lastErr)
 }
+
+// PID is the server's process id while it runs, else 0 (for measuring
+// its CPU and memory from /proc).
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil || s.cmd.Process == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
+}
