@@ -38,6 +38,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	quietSDK(log)
 	if *debugAddr != "" {
 		stopDebug, err := serveDebug(*debugAddr, log)
 		if err != nil {
