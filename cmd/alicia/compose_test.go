@@ -141,7 +141,7 @@ func TestComposeFile(t *testing.T) {
 	// Secrets come from the environment, and compose refuses to run
 	// without each of them.
 	required := requiredVars(t, raw)
-	for _, v := range []string{"LIVEKIT_API_KEY", "LIVEKIT_API_SECRET", "POSTGRES_PASSWORD", "REDIS_PASSWORD", "ALICIA_TOKEN_SECRET"} {
+	for _, v := range []string{"LIVEKIT_API_SECRET", "POSTGRES_PASSWORD", "REDIS_PASSWORD", "ALICIA_TOKEN_SECRET"} {
 		if !slices.Contains(required, v) {
 			t.Errorf("secret %s is not a required variable (${%s:?…})", v, v)
 		}
@@ -222,6 +222,10 @@ func TestComposeFile(t *testing.T) {
 		Redis struct {
 			Address string `yaml:"address"`
 		} `yaml:"redis"`
+		Webhook struct {
+			APIKey string   `yaml:"api_key"`
+			URLs   []string `yaml:"urls"`
+		} `yaml:"webhook"`
 	}
 	lkRaw, err := os.ReadFile(filepath.Join(root, "livekit.yaml"))
 	if err != nil {
@@ -246,6 +250,22 @@ func TestComposeFile(t *testing.T) {
 	}
 	if !publishes(lk, lkConf.Port, "tcp") || !publishes(lk, lkConf.RTC.TCPPort, "tcp") || !publishes(lk, lkConf.RTC.UDPPort, "udp") {
 		t.Errorf("livekit publishes %+v, livekit.yaml listens on %d, %d/tcp, %d/udp", lk.Ports, lkConf.Port, lkConf.RTC.TCPPort, lkConf.RTC.UDPPort)
+	}
+	// LiveKit's webhooks reach Alicia (the takeover of a killed worker's
+	// rooms), signed with the key Alicia verifies them with.
+	if lkConf.Webhook.APIKey == "" || !strings.HasPrefix(lk.Environment["LIVEKIT_KEYS"], lkConf.Webhook.APIKey+": ") {
+		t.Errorf("livekit.yaml signs webhooks with %q, not the key in LIVEKIT_KEYS", lkConf.Webhook.APIKey)
+	}
+	webhookOK := false
+	for _, raw := range lkConf.Webhook.URLs {
+		u, err := url.Parse(raw)
+		_, httpPort, _ := net.SplitHostPort(cf.Services["alicia"].Environment["ALICIA_HTTP_ADDR"])
+		if err == nil && u.Hostname() == "alicia" && u.Port() == httpPort && u.Path == "/v1/livekit/webhook" {
+			webhookOK = true
+		}
+	}
+	if !webhookOK {
+		t.Errorf("livekit.yaml's webhooks %v do not reach Alicia's /v1/livekit/webhook", lkConf.Webhook.URLs)
 	}
 	redisHost, _, _ := net.SplitHostPort(lkConf.Redis.Address)
 	if _, ok := cf.Services[redisHost]; !ok {
@@ -291,8 +311,8 @@ func TestComposeFile(t *testing.T) {
 			t.Errorf("Alicia is not given %s", k)
 		}
 	}
-	if want := env["LIVEKIT_API_KEY"] + ": " + env["LIVEKIT_API_SECRET"]; lk.Environment["LIVEKIT_KEYS"] != want ||
-		aenv["ALICIA_LIVEKIT_API_KEY"] != env["LIVEKIT_API_KEY"] || aenv["ALICIA_LIVEKIT_API_SECRET"] != env["LIVEKIT_API_SECRET"] {
+	lkKey, lkSecret, _ := strings.Cut(lk.Environment["LIVEKIT_KEYS"], ": ")
+	if lkSecret != env["LIVEKIT_API_SECRET"] || aenv["ALICIA_LIVEKIT_API_KEY"] != lkKey || aenv["ALICIA_LIVEKIT_API_SECRET"] != lkSecret {
 		t.Errorf("Alicia's LiveKit key pair (%s, %s) is not LiveKit's (%s)", aenv["ALICIA_LIVEKIT_API_KEY"], aenv["ALICIA_LIVEKIT_API_SECRET"], lk.Environment["LIVEKIT_KEYS"])
 	}
 	// Each URL names a service Alicia waits for, on the port it serves.
