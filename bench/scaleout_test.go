@@ -63,12 +63,24 @@ func redisDB(t *testing.T) (string, int) {
 	return "", 0
 }
 
+// botBinDir holds the binary buildBot built; TestMain removes it.
+var botBinDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if botBinDir != "" {
+		os.RemoveAll(botBinDir)
+	}
+	os.Exit(code)
+}
+
 // buildBot builds the alicia binary once per test binary.
 var buildBot = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "alicia-bench-bin-")
 	if err != nil {
 		return "", err
 	}
+	botBinDir = dir
 	bin := filepath.Join(dir, "alicia")
 	out, err := exec.Command("go", "build", "-o", bin, "github.com/alicia-voice/alicia/cmd/alicia").CombinedOutput()
 	if err != nil {
