@@ -31,6 +31,7 @@ type serveConfig struct {
 	AGUIPath       string
 	Thinking       string
 	LogLevel       slog.Level
+	DebugAddr      string
 	Voice          string
 	Speech         voice.ProviderConfig
 	// SpeechStandinPhrases limits the speech stand-in's recogniser.
@@ -64,6 +65,7 @@ func (c *serveConfig) flags() *flag.FlagSet {
 	fs.StringVar(&c.SystemPrompt, "system-prompt", "You are Alicia, a helpful voice assistant. Answer briefly.", "the model's system prompt")
 	fs.StringVar(&c.AGUIPath, "agui-path", "/agui", "path of the AG-UI endpoint")
 	fs.StringVar(&c.Thinking, "thinking", "on", "on: the model reasons before answering; off: it answers at once")
+	fs.StringVar(&c.DebugAddr, "debug-addr", "", "serve /debug/pprof on this address; keep it private")
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "debug, info, warn or error; the LiveKit SDK's routine lines are debug")
 	fs.StringVar(&c.Voice, "voice", "on", "on: listen to users' microphones and speak answers; off: text only")
 	c.Speech.Flags(fs)

@@ -24,6 +24,7 @@ var commands = []command{
 	{"serve", "run the assistant", runServe},
 	{"chat", "talk to a running Alicia from the terminal", runChat},
 	{"standin", "serve a Qwen3 stand-in in every backend's wire format (no real model)", runStandin},
+	{"health", "exit 0 if a running serve is ready (for container health checks)", runHealth},
 	{"migrate", "apply (up), roll back (down) or show (status) the database schema", runMigrate},
 	{"wire", "decode or encode Alicia envelopes (alicia wire help)", runWire},
 	{"version", "print the version", runVersion},

@@ -36,6 +36,13 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	cfg := sc.Room
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: sc.LogLevel}))
 	room.RouteSDKLogs(log)
+	if sc.DebugAddr != "" {
+		stopDebug, err := serveDebug(sc.DebugAddr, log)
+		if err != nil {
+			return err
+		}
+		defer stopDebug()
+	}
 	if cfg.LiveKitURL == "" {
 		// No LiveKit server given: run one for this process.
 		dir, err := os.MkdirTemp("", "alicia-livekit-")
@@ -103,6 +110,8 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.Handle("GET /", web.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.Handle("GET /readyz", readiness{agent: agent, store: store})
+	mux.Handle("POST /v1/livekit/webhook", agent.WebhookHandler())
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return err

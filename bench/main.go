@@ -1,0 +1,468 @@
+// Command bench runs concurrent conversations through a real
+// livekit-server against an `alicia serve` process of its own, with the
+// Qwen3 stand-in answering at a realistic pace, and prints the product's
+// figures: how soon the bot greets, how long reasoning steps and answer
+// sentences take from the model's token to the client, what a turn costs
+// in packets, database writes and bot CPU, and the bot's memory per
+// conversation.
+//
+//	go run ./bench -n 50
+//
+// The clients (Go LiveKit participants) and the stand-in run in this
+// process; the bot runs alone in its own, so /proc shows its costs only.
+// It needs what the tests need: livekit-server (scripts/install-livekit-
+// server), and for -postgres on, Postgres at ALICIA_TEST_DATABASE_URL or
+// 127.0.0.1:5432.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	protoLogger "github.com/livekit/protocol/logger"
+	lksdk "github.com/livekit/server-sdk-go/v2"
+
+	"github.com/alicia-voice/alicia/internal/lkserver"
+	"github.com/alicia-voice/alicia/llm/standin"
+	"github.com/alicia-voice/alicia/wire"
+)
+
+type options struct {
+	n, turns, joinParallel int
+	pace                   string
+	reasoning, postgres    string
+	voice                  bool
+	think, turnTimeout     time.Duration
+	bot, profile           string
+	profileFor             time.Duration
+}
+
+func main() {
+	var o options
+	flag.IntVar(&o.n, "n", 50, "concurrent conversations")
+	flag.IntVar(&o.turns, "turns", 3, "questions per conversation")
+	flag.StringVar(&o.pace, "pace", "realistic", "model pace: realistic (50 ms to the first token, 11 ms a token), instant, or TTFT/token in ms as 200/25")
+	flag.StringVar(&o.reasoning, "reasoning", "on", "on: the model reasons and clients show every step; off: answers only")
+	flag.StringVar(&o.postgres, "postgres", "on", "on: the bot stores in a fresh Postgres database; off: in memory")
+	flag.BoolVar(&o.voice, "voice", false, "voice turns (not measured here yet: see the voice benchmarks in pipeline/voice and room)")
+	flag.DurationVar(&o.think, "think", 2*time.Second, "a user's pause between reading an answer and asking again")
+	flag.DurationVar(&o.turnTimeout, "turn-timeout", 60*time.Second, "a turn without its final sentence by then failed")
+	flag.IntVar(&o.joinParallel, "join-parallel", 16, "users joining at once")
+	flag.StringVar(&o.bot, "bot", "", "alicia binary to run (default: built from ./cmd/alicia)")
+	flag.StringVar(&o.profile, "profile", "", "write the bot's CPU profile of the turns and its heap profile after them to this prefix")
+	flag.DurationVar(&o.profileFor, "profile-for", 20*time.Second, "how long the CPU profile of the turns runs")
+	flag.Parse()
+	if o.voice {
+		fmt.Fprintln(os.Stderr, "bench: -voice: spoken turns are not measured by this command yet; go test -bench . ./pipeline/voice ./room measures the voice path")
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func pacing(s string) (standin.Pacing, error) {
+	switch s {
+	case "realistic":
+		return standin.RealisticPacing, nil
+	case "instant":
+		return standin.Pacing{}, nil
+	}
+	var p standin.Pacing
+	if _, err := fmt.Sscanf(s, "%f/%f", &p.TTFTMs, &p.TokenMs); err != nil {
+		return p, fmt.Errorf("-pace %q: want realistic, instant or TTFT/token ms", s)
+	}
+	p.Jitter = standin.RealisticPacing.Jitter
+	return p, nil
+}
+
+func run(ctx context.Context, o options) error {
+	pace, err := pacing(o.pace)
+	if err != nil {
+		return err
+	}
+	lksdk.SetLogger(protoLogger.GetDiscardLogger())
+	dir, err := os.MkdirTemp("", "alicia-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	// The bot binary, built as it ships.
+	bot := o.bot
+	if bot == "" {
+		bot = filepath.Join(dir, "alicia")
+		build := exec.CommandContext(ctx, "go", "build", "-o", bot, "./cmd/alicia")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("build alicia: %w", err)
+		}
+	}
+
+	lk, err := lkserver.StartFresh(dir)
+	if err != nil {
+		return err
+	}
+	defer lk.Stop()
+
+	// The stand-in, behind the clock that stamps its tokens.
+	sv, err := standin.New(nil, pace, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return err
+	}
+	model := httptest.NewServer(sv.Handler())
+	defer model.Close()
+	clock, err := newModelClock(model.URL)
+	if err != nil {
+		return err
+	}
+	clockSrv := httptest.NewServer(clock)
+	defer clockSrv.Close()
+
+	var dbURL string
+	var db *pgx.Conn
+	if o.postgres == "on" {
+		var drop func()
+		dbURL, drop, err = createDatabase(ctx)
+		if err != nil {
+			return err
+		}
+		defer drop()
+		if db, err = pgx.Connect(ctx, dbURL); err != nil {
+			return err
+		}
+		defer db.Close(context.Background())
+	}
+
+	thinking := "on"
+	if o.reasoning == "off" {
+		thinking = "off"
+	}
+	b, err := startBot(ctx, bot, dir, lk, []string{"ALICIA_DATABASE_URL=" + dbURL, "ALICIA_THINKING=" + thinking,
+		"ALICIA_LLM_BACKEND=openai", "ALICIA_LLM_URL=" + clockSrv.URL + "/vllm/v1", "ALICIA_LLM_MODEL=Qwen3-8B"},
+		"-max-sessions", fmt.Sprint(2*o.n+10))
+	if err != nil {
+		return err
+	}
+	defer b.stop()
+	api, secret, pid, debugPort := b.api, b.secret, b.cmd.Process.Pid, b.debugPort
+	rss0, _ := procRSS(pid)
+
+	features := []string{wire.FeatureStreaming}
+	if o.reasoning != "off" {
+		features = append(features, wire.FeatureReasoningSteps)
+	}
+	fmt.Fprintf(os.Stderr, "bench: %d users joining (%d at a time)...\n", o.n, o.joinParallel)
+	users := make([]*user, o.n)
+	joinErrs := make([]error, o.n)
+	sem := make(chan struct{}, o.joinParallel)
+	var wg sync.WaitGroup
+	joinStart := time.Now()
+	for i := range users {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			users[i], joinErrs[i] = join(ctx, api, secret, fmt.Sprintf("user%04d", i), features)
+		}()
+	}
+	wg.Wait()
+	joinTook := time.Since(joinStart)
+	defer func() {
+		for _, u := range users {
+			if u != nil {
+				u.room.Disconnect()
+			}
+		}
+	}()
+	var joined []*user
+	var joinFailures []string
+	for i, u := range users {
+		if u != nil {
+			joined = append(joined, u)
+		} else {
+			joinFailures = append(joinFailures, joinErrs[i].Error())
+		}
+	}
+	if len(joined) == 0 {
+		return fmt.Errorf("no user joined: %v", joinFailures[0])
+	}
+	fmt.Fprintf(os.Stderr, "bench: %d joined in %v; %d turns each...\n", len(joined), joinTook.Round(time.Millisecond), o.turns)
+
+	// The turns: every user asks, reads the answer, pauses, asks again.
+	rows0, err := dbWrites(ctx, db)
+	if err != nil {
+		return err
+	}
+	cpu0, _ := procCPU(pid)
+	lkCPU0, _ := procCPU(lk.PID())
+	selfCPU0, _ := procCPU(os.Getpid())
+	profileDone := make(chan error, 1)
+	if o.profile != "" {
+		go func() {
+			profileDone <- fetch(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", debugPort, int(o.profileFor.Seconds())), o.profile+"cpu.pprof")
+		}()
+	} else {
+		profileDone <- nil
+	}
+	results := make([][]turnResult, len(joined))
+	turnStart := time.Now()
+	for i, u := range joined {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Spread the first questions over one pause, as users would.
+			if !sleepCtx(ctx, time.Duration(i)*o.think/time.Duration(len(joined))) {
+				return
+			}
+			for k := range o.turns {
+				r := u.turn(ctx, k+1, o.turnTimeout)
+				results[i] = append(results[i], r)
+				if r.err != "" || !sleepCtx(ctx, o.think) {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	turnWall := time.Since(turnStart)
+	cpu1, _ := procCPU(pid)
+	lkCPU1, _ := procCPU(lk.PID())
+	selfCPU1, _ := procCPU(os.Getpid())
+	rss1, _ := procRSS(pid)
+	if err := <-profileDone; err != nil {
+		fmt.Fprintln(os.Stderr, "bench: cpu profile:", err)
+	}
+	if o.profile != "" {
+		if err := fetch(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap", debugPort), o.profile+"heap.pprof"); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: heap profile:", err)
+		}
+	}
+	rows1, err := settledWrites(ctx, db, rows0)
+	if err != nil {
+		return err
+	}
+
+	rep := report{o: o, pace: pace, users: joined, joinFailures: joinFailures, results: results, clock: clock,
+		cpu: cpu1 - cpu0, lkCPU: lkCPU1 - lkCPU0, selfCPU: selfCPU1 - selfCPU0, rss0: rss0, rss1: rss1, rows: rows1 - rows0, dbOn: db != nil, turnWall: turnWall, joinTook: joinTook}
+	rep.print(os.Stdout)
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// bot is an `alicia serve` process.
+type bot struct {
+	cmd *exec.Cmd
+	// done is closed when the process has exited.
+	done        chan struct{}
+	api, secret string
+	debugPort   int
+	logFile     string
+	cancel      context.CancelFunc
+}
+
+// startBot runs `alicia serve` against a LiveKit server with env added to
+// this process's environment, and waits until it is ready.
+func startBot(ctx context.Context, bin, dir string, lk *lkserver.Server, env []string, args ...string) (*bot, error) {
+	httpPort, err := lkserver.FreePort("tcp")
+	if err != nil {
+		return nil, err
+	}
+	return startBotOn(ctx, httpPort, bin, dir, lk, env, args...)
+}
+
+// startBotOn is startBot with the HTTP API on a given port.
+func startBotOn(ctx context.Context, httpPort int, bin, dir string, lk *lkserver.Server, env []string, args ...string) (*bot, error) {
+	debugPort, err := lkserver.FreePort("tcp")
+	if err != nil {
+		return nil, err
+	}
+	b := &bot{api: fmt.Sprintf("http://127.0.0.1:%d", httpPort), secret: "bench-token-secret", debugPort: debugPort,
+		done: make(chan struct{})}
+	logFile, err := os.CreateTemp(dir, "bot-*.log")
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	b.logFile = logFile.Name()
+	// The bot lives until stop, whatever happens to ctx meanwhile.
+	botCtx, cancel := context.WithCancel(context.Background())
+	b.cancel = cancel
+	cmd := exec.CommandContext(botCtx, bin, append([]string{"serve"}, args...)...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 15 * time.Second
+	cmd.Env = append(os.Environ(),
+		"ALICIA_LIVEKIT_URL="+lk.URL, "ALICIA_LIVEKIT_API_KEY="+lk.APIKey, "ALICIA_LIVEKIT_API_SECRET="+lk.APISecret,
+		fmt.Sprintf("ALICIA_HTTP_ADDR=127.0.0.1:%d", httpPort), fmt.Sprintf("ALICIA_DEBUG_ADDR=127.0.0.1:%d", debugPort),
+		"ALICIA_TOKEN_SECRET="+b.secret, "ALICIA_VOICE=off")
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		cancel()
+		return nil, err
+	}
+	b.cmd = cmd
+	go func() {
+		_ = cmd.Wait()
+		close(b.done)
+	}()
+	if err := waitReady(ctx, b.api, b.done); err != nil {
+		b.stop()
+		return nil, fmt.Errorf("%w\n%s", err, b.logTail(20))
+	}
+	return b, nil
+}
+
+// stop ends the bot with SIGTERM (it hands its rooms over) and waits.
+func (b *bot) stop() {
+	b.cancel()
+	<-b.done
+}
+
+func (b *bot) logTail(n int) string {
+	tail, _ := os.ReadFile(b.logFile)
+	return lastLines(string(tail), n)
+}
+
+// waitReady waits for the bot's /readyz: registered with LiveKit, its
+// database answering.
+func waitReady(ctx context.Context, api string, exited <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, api+"/readyz", nil)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+			return errors.New("alicia serve exited")
+		case <-ctx.Done():
+			return errors.New("alicia serve was not ready within 60 s")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func createDatabase(ctx context.Context) (string, func(), error) {
+	admin := os.Getenv("ALICIA_TEST_DATABASE_URL")
+	if admin == "" {
+		admin = "postgres://postgres@127.0.0.1:5432/postgres"
+	}
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		return "", nil, fmt.Errorf("postgres: %w (-postgres off runs without)", err)
+	}
+	defer conn.Close(context.Background())
+	name := fmt.Sprintf("alicia_bench_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return "", nil, err
+	}
+	u, _ := url.Parse(admin)
+	u.Path = "/" + name
+	drop := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if c, err := pgx.Connect(ctx, admin); err == nil {
+			_, _ = c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+			c.Close(ctx)
+		}
+	}
+	return u.String(), drop, nil
+}
+
+// dbWrites is the rows inserted, updated and deleted in the bot's
+// database so far, from Postgres's statistics.
+func dbWrites(ctx context.Context, db *pgx.Conn) (int64, error) {
+	if db == nil {
+		return 0, nil
+	}
+	var n int64
+	err := db.QueryRow(ctx, `SELECT coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0)::bigint FROM pg_stat_user_tables`).Scan(&n)
+	return n, err
+}
+
+// settledWrites reads the write count once the bot's writer and Postgres's
+// statistics (flushed by each backend about once a second) have caught
+// up: when it has not moved for three readings a second apart.
+func settledWrites(ctx context.Context, db *pgx.Conn, before int64) (int64, error) {
+	if db == nil {
+		return 0, nil
+	}
+	last, still := before, 0
+	for range 30 {
+		if !sleepCtx(ctx, time.Second) {
+			return 0, ctx.Err()
+		}
+		if _, err := db.Exec(ctx, "SELECT pg_stat_clear_snapshot()"); err != nil {
+			return 0, err
+		}
+		n, err := dbWrites(ctx, db)
+		if err != nil {
+			return 0, err
+		}
+		if n == last && n != before {
+			if still++; still == 3 {
+				return n, nil
+			}
+		} else {
+			still = 0
+		}
+		last = n
+	}
+	return last, nil
+}
+
+func fetch(ctx context.Context, u, file string) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = io.Copy(f, resp.Body)
+	return err
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

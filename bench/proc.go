@@ -1,0 +1,48 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// clockTicks is USER_HZ, 100 on every Linux this runs on.
+const clockTicks = 100
+
+// procCPU is the CPU time (user + system) a process has used, in seconds,
+// from /proc/<pid>/stat.
+func procCPU(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name may hold spaces; the fields count from after it.
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields))
+	}
+	utime, err1 := strconv.ParseFloat(fields[11], 64)
+	stime, err2 := strconv.ParseFloat(fields[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %v %v", pid, err1, err2)
+	}
+	return (utime + stime) / clockTicks, nil
+}
+
+// procRSS is a process's resident set in bytes, from /proc/<pid>/status.
+func procRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			f := strings.Fields(rest)
+			kb, err := strconv.ParseInt(f[0], 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+}

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	protoLogger "github.com/livekit/protocol/logger"
+	lksdk "github.com/livekit/server-sdk-go/v2"
+
+	"github.com/alicia-voice/alicia/internal/lkserver"
+	"github.com/alicia-voice/alicia/internal/testenv"
+	"github.com/alicia-voice/alicia/llm/standin"
+	"github.com/alicia-voice/alicia/wire"
+)
+
+// A worker killed with SIGKILL in the middle of answering: LiveKit's
+// webhook tells the surviving worker that the bot left rooms that still
+// have users, it dispatches the agent again, the new bot greets, each
+// client resumes by stanza id, and its next question is answered. The
+// time from the kill to that answer is logged; what was stored before the
+// kill is there once.
+func TestKilledWorkerIsTakenOver(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds alicia and runs three servers")
+	}
+	if _, err := lkserver.Binary(); err != nil {
+		testenv.StartLiveKit(t) // fails (or skips) with the reason
+	}
+	lksdk.SetLogger(protoLogger.GetDiscardLogger())
+	bin, err := buildBot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	portB, err := lkserver.FreePort("tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The webhook goes to the survivor; in a deployment it goes to a
+	// load balancer in front of every worker.
+	node, err := lkserver.StartNode(t.TempDir(), lkserver.NodeConfig{
+		WebhookURLs: []string{fmt.Sprintf("http://127.0.0.1:%d/v1/livekit/webhook", portB)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(node.Stop)
+	sv, _ := standin.New(nil, standin.RealisticPacing, nil)
+	model := httptest.NewServer(sv.Handler())
+	t.Cleanup(model.Close)
+	dbURL := testenv.Database(t)
+	env := []string{"ALICIA_DATABASE_URL=" + dbURL, "ALICIA_LLM_BACKEND=openai", "ALICIA_LLM_URL=" + model.URL + "/vllm/v1", "ALICIA_LLM_MODEL=Qwen3-8B"}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	// Worker A alone takes every room; B starts afterwards.
+	a, err := startBot(ctx, bin, t.TempDir(), node, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.stop)
+	const n = 4
+	features := []string{wire.FeatureStreaming, wire.FeatureReasoningSteps}
+	users := make([]*user, n)
+	for i := range users {
+		u, err := join(ctx, a.api, a.secret, fmt.Sprintf("user%d", i), features)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(u.room.Disconnect)
+		if r := u.turn(ctx, 1, time.Minute); r.err != "" {
+			t.Fatalf("%s, first turn: %s", u.name, r.err)
+		}
+		users[i] = u
+	}
+	b, err := startBotOn(ctx, portB, bin, t.TempDir(), node, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.stop)
+
+	// Mid-answer: every user has a reasoning step of its second question.
+	froms := make([]int, n)
+	for i, u := range users {
+		var res turnResult
+		if res, froms[i] = u.ask(2); res.err != "" {
+			t.Fatal(res.err)
+		}
+	}
+	for i, u := range users {
+		if _, err := u.waitFor(ctx, froms[i], 30*time.Second, func(a arrival) bool {
+			_, ok := a.env.Body.(*wire.ReasoningStep)
+			return ok
+		}); err != nil {
+			t.Fatalf("%s: no reasoning step: %v", u.name, err)
+		}
+	}
+	killed := time.Now()
+	if err := a.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-a.done
+
+	took, greeted := make([]time.Duration, n), make([]time.Duration, n)
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i, u := range users {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			u.mu.Lock()
+			from := len(u.got)
+			lastSeen := int32(0)
+			for _, a := range u.got {
+				lastSeen = max(lastSeen, -a.env.StanzaID)
+			}
+			u.mu.Unlock()
+			// The new bot's greeting, with no action of the user's.
+			g, err := u.waitFor(ctx, from, 90*time.Second, func(a arrival) bool {
+				_, ok := a.env.Body.(*wire.Configuration)
+				return ok
+			})
+			if err != nil {
+				errs[i] = fmt.Errorf("%s: no new bot: %w", u.name, err)
+				return
+			}
+			greeted[i] = g.at.Sub(killed)
+			if err := u.send(&wire.Configuration{ConversationID: u.convID, LastSequenceSeen: lastSeen, Features: features}); err != nil {
+				errs[i] = err
+				return
+			}
+			r := u.turn(ctx, 3, time.Minute)
+			if r.err != "" {
+				errs[i] = fmt.Errorf("%s, third turn: %s", u.name, r.err)
+				return
+			}
+			took[i] = time.Since(killed)
+			// Resuming worked without complaint, and no stanza id was
+			// given to two messages: the killed bot's numbers were
+			// reserved in storage before it used them.
+			u.mu.Lock()
+			defer u.mu.Unlock()
+			seen := map[int32]string{}
+			for j, a := range u.got {
+				if e, ok := a.env.Body.(*wire.ErrorMessage); ok && j >= from {
+					errs[i] = fmt.Errorf("%s: error %d after the takeover: %s", u.name, e.Code, e.Message)
+				}
+				kind := fmt.Sprintf("%T", a.env.Body)
+				if prev, ok := seen[a.env.StanzaID]; ok && prev != kind {
+					errs[i] = fmt.Errorf("%s: stanza %d was a %s and then a %s", u.name, a.env.StanzaID, prev, kind)
+				}
+				seen[a.env.StanzaID] = kind
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if t.Failed() {
+		t.Logf("worker B's log:\n%s", b.logTail(30))
+		return
+	}
+	slices.Sort(took)
+	slices.Sort(greeted)
+	t.Logf("kill → new bot's greeting: %v to %v; kill → answer to the next question: %v to %v (%d rooms)",
+		greeted[0].Round(time.Millisecond), greeted[n-1].Round(time.Millisecond), took[0].Round(time.Millisecond), took[n-1].Round(time.Millisecond), n)
+
+	// What was stored is there once: each conversation holds its three
+	// questions once each and an answer to the first and third.
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for _, u := range users {
+		rows, err := conn.Query(ctx, `SELECT role, content, status FROM alicia_messages WHERE conversation_id = $1 ORDER BY created_at`, u.convID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		questions := map[string]int{}
+		var answers []string
+		for rows.Next() {
+			var role, content, status string
+			if err := rows.Scan(&role, &content, &status); err != nil {
+				t.Fatal(err)
+			}
+			if role == "user" {
+				questions[content]++
+			} else {
+				answers = append(answers, status)
+			}
+		}
+		rows.Close()
+		for k := 1; k <= 3; k++ {
+			q := fmt.Sprintf("Question %d in %s: how are you today?", k, u.convID)
+			if k != 2 && questions[q] != 1 {
+				t.Errorf("%s: question %d stored %d times", u.convID, k, questions[q])
+			}
+			if questions[q] > 1 {
+				t.Errorf("%s: question %d stored %d times", u.convID, k, questions[q])
+			}
+		}
+		if c := slices.Index(answers, "complete"); c < 0 || len(answers) < 2 {
+			t.Errorf("%s: answers stored: %v", u.convID, answers)
+		}
+		t.Logf("%s: questions %d, answers %v", u.convID, len(questions), answers)
+	}
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/alicia-voice/alicia/internal/lkserver"
+	"github.com/alicia-voice/alicia/internal/testenv"
+)
+
+// /readyz and `alicia health` report ready while serve is registered with
+// LiveKit and its database answers, and not ready, naming LiveKit, once
+// LiveKit is gone.
+func TestReadiness(t *testing.T) {
+	lk := testenv.StartLiveKit(t)
+	port, err := lkserver.FreePort("tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	t.Setenv("ALICIA_LIVEKIT_URL", lk.URL)
+	t.Setenv("ALICIA_LIVEKIT_API_KEY", lk.APIKey)
+	t.Setenv("ALICIA_LIVEKIT_API_SECRET", lk.APISecret)
+	t.Setenv("ALICIA_DATABASE_URL", testenv.Database(t))
+	t.Setenv("ALICIA_HTTP_ADDR", addr)
+	t.Setenv("ALICIA_LLM_URL", "http://127.0.0.1:1/v1") // never asked here
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- runServe(ctx, nil, nil, io.Discard, io.Discard) }()
+	defer func() {
+		cancel()
+		<-served
+	}()
+
+	ready := func() (int, readyReport) {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return 0, readyReport{}
+		}
+		defer resp.Body.Close()
+		var rep readyReport
+		_ = json.NewDecoder(resp.Body).Decode(&rep)
+		return resp.StatusCode, rep
+	}
+	// Polling a server's answer, not proving an absence.
+	waitFor := func(what string, ok func(int, readyReport) bool) readyReport {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			code, rep := ready()
+			if ok(code, rep) {
+				return rep
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: last answer %d %+v", what, code, rep)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	rep := waitFor("ready", func(code int, _ readyReport) bool { return code == http.StatusOK })
+	if rep.Checks["livekit"] != "ok" || rep.Checks["database"] != "ok" || !rep.Ready {
+		t.Fatalf("ready without every check: %+v", rep)
+	}
+	if err := runHealth(context.Background(), []string{"-http-addr", addr}, nil, io.Discard, io.Discard); err != nil {
+		t.Fatalf("alicia health while ready: %v", err)
+	}
+
+	lk.Kill()
+	rep = waitFor("not ready", func(code int, _ readyReport) bool { return code == http.StatusServiceUnavailable })
+	if rep.Ready || rep.Checks["livekit"] == "ok" || rep.Checks["database"] != "ok" {
+		t.Fatalf("not ready for the wrong reason: %+v", rep)
+	}
+	if err := runHealth(context.Background(), []string{"-http-addr", addr}, nil, io.Discard, io.Discard); err == nil {
+		t.Fatal("alicia health passed without LiveKit")
+	}
+}
+
+func TestReadyURL(t *testing.T) {
+	for addr, want := range map[string]string{
+		"0.0.0.0:8080":   "http://127.0.0.1:8080/readyz",
+		":9000":          "http://127.0.0.1:9000/readyz",
+		"[::]:8080":      "http://[::1]:8080/readyz",
+		"10.0.0.5:81":    "http://10.0.0.5:81/readyz",
+		"localhost:8080": "http://localhost:8080/readyz",
+	} {
+		if got, err := readyURL(addr); err != nil || got != want {
+			t.Errorf("readyURL(%q) = %q, %v; want %q", addr, got, err, want)
+		}
+	}
+	if _, err := readyURL("8080"); err == nil {
+		t.Error("readyURL accepted an address without a port")
+	}
+}
