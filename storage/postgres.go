@@ -294,18 +294,35 @@ func (p *Postgres) Mode(ctx context.Context, identity string) (reasoning.Mode, e
 	return m, nil
 }
 
-func (p *Postgres) SetMode(_ context.Context, identity string, m reasoning.Mode) error {
+// SetMode writes at once rather than through the batched writer: a choice
+// is rare, and whoever made it must read it back, from this process or
+// another, as soon as the call returns; a queued write would let a cache
+// invalidated by an earlier change read the older value meanwhile.
+func (p *Postgres) SetMode(ctx context.Context, identity string, m reasoning.Mode) error {
 	if !m.Valid() {
 		return fmt.Errorf("storage: invalid reasoning mode %q", m)
 	}
+	epoch := p.epoch.Load()
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `INSERT INTO alicia_user_preferences (identity, reasoning_mode, updated_at) VALUES ($1, $2, now())
+			ON CONFLICT (identity) DO UPDATE SET reasoning_mode = excluded.reasoning_mode, updated_at = excluded.updated_at`,
+			identity, string(m)); err != nil {
+			return err
+		}
+		// Delivered at commit: every process drops its cached copy.
+		_, err := tx.Exec(ctx, `SELECT pg_notify('`+preferencesChannel+`', $1)`, identity)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("storage: saving the preference of %s: %w", identity, err)
+	}
 	p.prefMu.Lock()
-	if p.listening.Load() {
+	if p.listening.Load() && p.epoch.Load() == epoch {
 		p.prefs[identity] = m
 	} else {
-		delete(p.prefs, identity)
+		delete(p.prefs, identity) // another change was announced meanwhile
 	}
 	p.prefMu.Unlock()
-	p.w.enqueue(record{pref: &prefRow{identity: identity, mode: string(m)}})
 	return nil
 }
 

@@ -22,7 +22,6 @@ type record struct {
 	msg      *Message
 	step     *stepRow
 	env      *envRow
-	pref     *prefRow
 	enqueued time.Time
 }
 
@@ -38,10 +37,6 @@ type stepRow struct {
 type envRow struct {
 	Envelope
 	encrypted bool
-}
-
-type prefRow struct {
-	identity, mode string
 }
 
 // writer drains the queue into Postgres, one transaction per batch.
@@ -247,13 +242,6 @@ func queue(b *pgx.Batch, r *record) {
 		b.Queue(`INSERT INTO alicia_envelopes (conversation_id, stanza_id, payload, encrypted, destinations, sent_at)
 			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`,
 			e.ConversationID, e.StanzaID, e.Payload, e.encrypted, e.To, e.SentAt)
-	case r.pref != nil:
-		b.Queue(`INSERT INTO alicia_user_preferences (identity, reasoning_mode, updated_at) VALUES ($1, $2, $3)
-			ON CONFLICT (identity) DO UPDATE SET reasoning_mode = excluded.reasoning_mode, updated_at = excluded.updated_at
-			WHERE alicia_user_preferences.updated_at <= excluded.updated_at`,
-			r.pref.identity, r.pref.mode, r.enqueued)
-		// Delivered at commit: every process drops its cached copy.
-		b.Queue(`SELECT pg_notify('`+preferencesChannel+`', $1)`, r.pref.identity)
 	}
 }
 
@@ -267,8 +255,6 @@ func describe(r record) string {
 		return "reasoning step " + r.step.id
 	case r.env != nil:
 		return "envelope of " + r.env.ConversationID
-	case r.pref != nil:
-		return "preference of " + r.pref.identity
 	}
 	return "nothing"
 }
