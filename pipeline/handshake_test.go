@@ -294,7 +294,7 @@ func nodeFamily(script string) family {
 	return func(t *testing.T, o clientOpts, connected chan<- struct{}) clientResult {
 		node, err := exec.LookPath("node")
 		if err != nil {
-			t.Skip("node is not installed")
+			testenv.Unavailable(t, "node is not installed")
 		}
 		arg, _ := json.Marshal(o)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -416,7 +416,7 @@ func (r *handshakeRig) withDispatchAfterConnect(t *testing.T, name string, run f
 // with the npm builds of livekit-client and @msgpack/msgpack.
 func browserFamily(t *testing.T) family {
 	if _, err := exec.LookPath("chromium"); err != nil && os.Getenv("ALICIA_CHROMIUM") == "" {
-		t.Skip("chromium is not installed (.ci/run installs it)")
+		testenv.Unavailable(t, "chromium is not installed (.ci/run installs it)")
 	}
 	dir := testenv.NodeDir()
 	files := map[string]string{

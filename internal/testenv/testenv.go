@@ -24,6 +24,13 @@ func unavailable(t testing.TB, format string, args ...any) {
 	t.Fatalf(format+" (set ALICIA_SKIP_INTEGRATION=1 to skip tests that need it)", args...)
 }
 
+// Unavailable fails a test that needs what this machine lacks, or skips it
+// under ALICIA_SKIP_INTEGRATION=1.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	unavailable(t, format, args...)
+}
+
 // RepoRoot is the root of the source tree.
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
