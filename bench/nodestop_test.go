@@ -3,18 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	protoLogger "github.com/livekit/protocol/logger"
 	lksdk "github.com/livekit/server-sdk-go/v2"
 
-	"github.com/alicia-voice/alicia/internal/lkserver"
-	"github.com/alicia-voice/alicia/internal/testenv"
-	"github.com/alicia-voice/alicia/llm/standin"
 	"github.com/alicia-voice/alicia/wire"
 )
 
@@ -26,33 +21,9 @@ import (
 // recreates it on a live node, and resumes by stanza id: the conversation
 // continues from storage.
 func TestStoppedLiveKitNode(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds alicia and runs four servers")
-	}
-	if _, err := lkserver.Binary(); err != nil {
-		testenv.StartLiveKit(t) // fails (or skips) with the reason
-	}
-	lksdk.SetLogger(protoLogger.GetDiscardLogger())
-	bin, err := buildBot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	redisAddr, db := redisDB(t)
-	key, secret := "nodestop", strings.Repeat("s3cr3t", 6)
-	nodes := make([]*lkserver.Server, 2)
-	for i := range nodes {
-		n, err := lkserver.StartNode(t.TempDir(), lkserver.NodeConfig{APIKey: key, APISecret: secret, RedisAddr: redisAddr, RedisDB: db})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(n.Stop)
-		nodes[i] = n
-	}
-	sv, _ := standin.New(nil, standin.RealisticPacing, nil)
-	model := httptest.NewServer(sv.Handler())
-	t.Cleanup(model.Close)
-	dbURL := testenv.Database(t)
-	env := []string{"ALICIA_DATABASE_URL=" + dbURL, "ALICIA_LLM_BACKEND=openai", "ALICIA_LLM_URL=" + model.URL + "/vllm/v1", "ALICIA_LLM_MODEL=Qwen3-8B"}
+	bin := processTest(t, "builds alicia and runs four servers")
+	nodes := twoNodes(t, "nodestop")
+	env, _ := botBackends(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	bots := make([]*bot, 2)

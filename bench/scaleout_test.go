@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,9 +19,6 @@ import (
 	lksdk "github.com/livekit/server-sdk-go/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/alicia-voice/alicia/internal/lkserver"
-	"github.com/alicia-voice/alicia/internal/testenv"
-	"github.com/alicia-voice/alicia/llm/standin"
 	"github.com/alicia-voice/alicia/wire"
 )
 
@@ -112,37 +108,14 @@ func acceptedJobs(t *testing.T, b *bot) int {
 // them sent to each node by the token endpoint of the bot they asked,
 // all get answers, and both processes take rooms.
 func TestScaleOutTwoNodesTwoWorkers(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds alicia and runs four servers")
-	}
-	if _, err := lkserver.Binary(); err != nil {
-		testenv.StartLiveKit(t) // fails (or skips) with the reason
-	}
-	bin, err := buildBot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	redisAddr, db := redisDB(t)
-	key, secret := "scaleout", strings.Repeat("s3cr3t", 6)
-	nodes := make([]*lkserver.Server, 2)
-	for i := range nodes {
-		n, err := lkserver.StartNode(t.TempDir(), lkserver.NodeConfig{APIKey: key, APISecret: secret, RedisAddr: redisAddr, RedisDB: db})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(n.Stop)
-		nodes[i] = n
-	}
-	sv, _ := standin.New(nil, standin.RealisticPacing, nil)
-	model := httptest.NewServer(sv.Handler())
-	t.Cleanup(model.Close)
-	dbURL := testenv.Database(t)
+	bin := processTest(t, "builds alicia and runs four servers")
+	nodes := twoNodes(t, "scaleout")
+	env, _ := botBackends(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	bots := make([]*bot, 2)
 	for i := range bots {
-		b, err := startBot(ctx, bin, t.TempDir(), nodes[i], []string{"ALICIA_DATABASE_URL=" + dbURL,
-			"ALICIA_LLM_BACKEND=openai", "ALICIA_LLM_URL=" + model.URL + "/vllm/v1", "ALICIA_LLM_MODEL=Qwen3-8B"})
+		b, err := startBot(ctx, bin, t.TempDir(), nodes[i], env)
 		if err != nil {
 			t.Fatal(err)
 		}

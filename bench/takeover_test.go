@@ -3,19 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	protoLogger "github.com/livekit/protocol/logger"
-	lksdk "github.com/livekit/server-sdk-go/v2"
 
 	"github.com/alicia-voice/alicia/internal/lkserver"
-	"github.com/alicia-voice/alicia/internal/testenv"
-	"github.com/alicia-voice/alicia/llm/standin"
 	"github.com/alicia-voice/alicia/wire"
 )
 
@@ -26,17 +21,7 @@ import (
 // time from the kill to that answer is logged; what was stored before the
 // kill is there once.
 func TestKilledWorkerIsTakenOver(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds alicia and runs three servers")
-	}
-	if _, err := lkserver.Binary(); err != nil {
-		testenv.StartLiveKit(t) // fails (or skips) with the reason
-	}
-	lksdk.SetLogger(protoLogger.GetDiscardLogger())
-	bin, err := buildBot()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := processTest(t, "builds alicia and runs three servers")
 	portB, err := lkserver.FreePort("tcp")
 	if err != nil {
 		t.Fatal(err)
@@ -49,11 +34,7 @@ func TestKilledWorkerIsTakenOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(node.Stop)
-	sv, _ := standin.New(nil, standin.RealisticPacing, nil)
-	model := httptest.NewServer(sv.Handler())
-	t.Cleanup(model.Close)
-	dbURL := testenv.Database(t)
-	env := []string{"ALICIA_DATABASE_URL=" + dbURL, "ALICIA_LLM_BACKEND=openai", "ALICIA_LLM_URL=" + model.URL + "/vllm/v1", "ALICIA_LLM_MODEL=Qwen3-8B"}
+	env, dbURL := botBackends(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	protoLogger "github.com/livekit/protocol/logger"
+	lksdk "github.com/livekit/server-sdk-go/v2"
+
+	"github.com/alicia-voice/alicia/internal/lkserver"
+	"github.com/alicia-voice/alicia/internal/testenv"
+	"github.com/alicia-voice/alicia/llm/standin"
+)
+
+// processTest starts a test that runs alicia serve processes: skipped
+// under -short (it costs minutes), failed where livekit-server is missing,
+// and given the bot binary.
+func processTest(t *testing.T, cost string) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(cost)
+	}
+	if _, err := lkserver.Binary(); err != nil {
+		testenv.StartLiveKit(t) // fails (or skips) with the reason
+	}
+	lksdk.SetLogger(protoLogger.GetDiscardLogger())
+	bin, err := buildBot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// twoNodes starts two livekit-server nodes sharing a Redis database of
+// their own, under one key.
+func twoNodes(t *testing.T, key string) []*lkserver.Server {
+	t.Helper()
+	redisAddr, db := redisDB(t)
+	nodes := make([]*lkserver.Server, 2)
+	for i := range nodes {
+		n, err := lkserver.StartNode(t.TempDir(), lkserver.NodeConfig{APIKey: key, APISecret: strings.Repeat("s3cr3t", 6), RedisAddr: redisAddr, RedisDB: db})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(n.Stop)
+		nodes[i] = n
+	}
+	return nodes
+}
+
+// botBackends serves the Qwen3 stand-in and makes a database for the
+// test's bots, and returns the bots' settings for them and the database.
+func botBackends(t *testing.T) (env []string, dbURL string) {
+	t.Helper()
+	sv, _ := standin.New(nil, standin.RealisticPacing, nil)
+	model := httptest.NewServer(sv.Handler())
+	t.Cleanup(model.Close)
+	dbURL = testenv.Database(t)
+	return []string{"ALICIA_DATABASE_URL=" + dbURL, "ALICIA_LLM_BACKEND=openai", "ALICIA_LLM_URL=" + model.URL + "/vllm/v1", "ALICIA_LLM_MODEL=Qwen3-8B"}, dbURL
+}
