@@ -33,10 +33,14 @@ type turn struct {
 	heldAnswer strings.Builder
 
 	answerStarted bool
-	calls         []ToolCall
-	usage         *Usage
-	pending       []Event
-	scratch       []piece
+	// reasoningOut: reasoning went out and nothing has ended it yet;
+	// reasoningID is its message.
+	reasoningOut bool
+	reasoningID  string
+	calls        []ToolCall
+	usage        *Usage
+	pending      []Event
+	scratch      []piece
 }
 
 func newTurn(req *Request, know *modelKnowledge) *turn {
@@ -117,6 +121,7 @@ func (t *turn) apply(pieces []piece, messageID string, fromField bool) {
 				continue
 			}
 			t.pending = append(t.pending, ev)
+			t.reasoningOut, t.reasoningID = true, messageID
 		case pieceText:
 			t.text(p.text)
 		case pieceToolCall:
@@ -139,6 +144,12 @@ func (t *turn) text(s string) {
 		// whitespace delta before tool calls: never speak whitespace.
 		s = trimLeftSpace(s)
 		if s == "" {
+			if t.reasoningOut && !t.tentative {
+				// The "\n\n" after </think> is the first sign that the
+				// reasoning is over: its last step is complete now, a token
+				// before the answer's first word says so.
+				t.reasoningEnd(t.reasoningID)
+			}
 			return
 		}
 		t.releaseHeld()
@@ -153,6 +164,7 @@ func (t *turn) text(s string) {
 
 func (t *turn) reasoningEnd(messageID string) {
 	t.pending = append(t.pending, Event{Kind: EventReasoningEnd, MessageID: messageID})
+	t.reasoningOut = false
 }
 
 func (t *turn) encrypted(messageID, value string) {
