@@ -19,32 +19,41 @@ import (
 // receive queues a packet from the room; the SDK's callback must not
 // block, so a full inbox answers 504 instead.
 func (s *Session) receive(from string, payload []byte) {
-	select {
-	case s.inbox <- rawPacket{from: from, payload: payload, received: time.Now()}:
-	default:
+	if !s.enqueue(rawPacket{from: from, payload: payload, received: time.Now()}) {
 		s.metrics.badInput.WithLabelValues("504").Inc()
 		s.sendError(from, wire.CodeQueueFull, wire.SeverityWarning, true, "too many envelopes at once; send this one again", 0, false, "")
 	}
 }
 
 // arrived, left and attributesChanged queue a room event for identity.
-// They wait for room in the inbox rather than drop the event: a lost
-// arrival or attribute change would leave a user unanswered.
+// Events are never refused: a lost arrival or attribute change would
+// leave a user unanswered, and they come at the pace people join and
+// leave.
 func (s *Session) arrived(identity string, attrs map[string]string) {
-	s.event(rawPacket{from: identity, event: eventArrived, attrs: attrs})
+	s.enqueue(rawPacket{from: identity, event: eventArrived, attrs: attrs})
 }
 
-func (s *Session) left(identity string) { s.event(rawPacket{from: identity, event: eventLeft}) }
+func (s *Session) left(identity string) { s.enqueue(rawPacket{from: identity, event: eventLeft}) }
 
 func (s *Session) attributesChanged(identity string, attrs map[string]string) {
-	s.event(rawPacket{from: identity, event: eventAttributes, attrs: attrs})
+	s.enqueue(rawPacket{from: identity, event: eventAttributes, attrs: attrs})
 }
 
-func (s *Session) event(p rawPacket) {
-	select {
-	case s.inbox <- p:
-	case <-s.ctx.Done():
+// enqueue adds p to the inbox unless it is a data packet and inboxMax
+// are waiting.
+func (s *Session) enqueue(p rawPacket) bool {
+	s.inboxMu.Lock()
+	if p.event == eventNone && len(s.inbox) >= inboxMax {
+		s.inboxMu.Unlock()
+		return false
 	}
+	s.inbox = append(s.inbox, p)
+	s.inboxMu.Unlock()
+	select {
+	case s.inboxWake <- struct{}{}:
+	default:
+	}
+	return true
 }
 
 func (s *Session) run() {
@@ -53,7 +62,16 @@ func (s *Session) run() {
 		select {
 		case <-s.ctx.Done():
 			return
-		case p := <-s.inbox:
+		case <-s.inboxWake:
+		}
+		s.inboxMu.Lock()
+		batch := s.inbox
+		s.inbox = nil
+		s.inboxMu.Unlock()
+		for _, p := range batch {
+			if s.ctx.Err() != nil {
+				return
+			}
 			s.handle(p)
 		}
 	}
