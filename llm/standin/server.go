@@ -55,6 +55,11 @@ type Server struct {
 	scenarios []Scenario
 	pacing    Pacing
 	log       *slog.Logger
+	// Flushed, set before Handler serves, hears each delta of an
+	// OpenAI-dialect stream once it has been flushed to the client: its
+	// request, kind ("reasoning" or "content") and text. A benchmark
+	// measures the client's delays from these moments.
+	Flushed func(r *http.Request, kind, text string)
 }
 
 // New builds a stand-in from scenarios, tried in order, with the default
