@@ -29,6 +29,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -54,6 +56,12 @@ type options struct {
 }
 
 func main() {
+	// The clients and the stand-in are the load, not what is measured: a
+	// rarer collection in this process keeps its pauses out of the bot's
+	// figures, which its clients' clock takes.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
 	var o options
 	flag.IntVar(&o.n, "n", 50, "concurrent conversations")
 	flag.IntVar(&o.turns, "turns", 3, "questions per conversation")
@@ -65,7 +73,7 @@ func main() {
 	flag.DurationVar(&o.turnTimeout, "turn-timeout", 60*time.Second, "a turn without its final sentence by then failed")
 	flag.IntVar(&o.joinParallel, "join-parallel", 16, "users joining at once")
 	flag.StringVar(&o.bot, "bot", "", "alicia binary to run (default: built from ./cmd/alicia)")
-	flag.StringVar(&o.profile, "profile", "", "write the bot's CPU profile of the turns and its heap profile after them to this prefix")
+	flag.StringVar(&o.profile, "profile", "", "write CPU profiles of the turns (the bot's, livekit-server's and this process's) and the bot's heap profile after them to files named with this prefix")
 	flag.DurationVar(&o.profileFor, "profile-for", 20*time.Second, "how long the CPU profile of the turns runs")
 	flag.Parse()
 	if o.voice {
@@ -124,17 +132,12 @@ func run(ctx context.Context, o options) error {
 	}
 	defer lk.Stop()
 
-	// The stand-in, behind the clock that stamps its tokens.
+	// The stand-in, with a clock on its tokens.
 	sv, err := standin.New(nil, pace, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return err
 	}
-	model := httptest.NewServer(sv.Handler())
-	defer model.Close()
-	clock, err := newModelClock(model.URL)
-	if err != nil {
-		return err
-	}
+	clock := newModelClock(sv)
 	clockSrv := httptest.NewServer(clock)
 	defer clockSrv.Close()
 
@@ -170,6 +173,21 @@ func run(ctx context.Context, o options) error {
 	features := []string{wire.FeatureStreaming}
 	if o.reasoning != "off" {
 		features = append(features, wire.FeatureReasoningSteps)
+	}
+	// LiveKit's agent dispatcher asks every node which agents exist when a
+	// worker registers (and once a minute), and holds a slot of its
+	// 50-task pool for each room launched until that query times out, 5 s
+	// later: more than about 25 rooms launched within those 5 s wait for
+	// it. A warm-up conversation starts the query; the measured joins
+	// begin once it is over, as they would on a server that has been up.
+	fmt.Fprintln(os.Stderr, "bench: warm-up conversation, then 5 s for LiveKit's agent dispatcher...")
+	warm, err := join(ctx, api, secret, "warm-up", features)
+	if err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	warm.room.Disconnect()
+	if !sleepCtx(ctx, 5*time.Second) {
+		return ctx.Err()
 	}
 	fmt.Fprintf(os.Stderr, "bench: %d users joining (%d at a time)...\n", o.n, o.joinParallel)
 	users := make([]*user, o.n)
@@ -217,13 +235,22 @@ func run(ctx context.Context, o options) error {
 	cpu0, _ := procCPU(pid)
 	lkCPU0, _ := procCPU(lk.PID())
 	selfCPU0, _ := procCPU(os.Getpid())
-	profileDone := make(chan error, 1)
+	// The three processes that share the cores, profiled over the same
+	// window: the bot, livekit-server, and this one (clients, stand-in).
+	profileDone := make(chan error, 3)
 	if o.profile != "" {
+		secs := int(o.profileFor.Seconds())
 		go func() {
-			profileDone <- fetch(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", debugPort, int(o.profileFor.Seconds())), o.profile+"cpu.pprof")
+			profileDone <- fetch(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=%d", debugPort, secs), o.profile+"cpu.pprof")
 		}()
+		go func() {
+			profileDone <- fetch(ctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", lk.DebugURL, secs), o.profile+"livekit-cpu.pprof")
+		}()
+		go func() { profileDone <- profileSelf(ctx, o.profileFor, o.profile+"bench-cpu.pprof") }()
 	} else {
-		profileDone <- nil
+		for range 3 {
+			profileDone <- nil
+		}
 	}
 	results := make([][]turnResult, len(joined))
 	turnStart := time.Now()
@@ -250,8 +277,10 @@ func run(ctx context.Context, o options) error {
 	lkCPU1, _ := procCPU(lk.PID())
 	selfCPU1, _ := procCPU(os.Getpid())
 	rss1, _ := procRSS(pid)
-	if err := <-profileDone; err != nil {
-		fmt.Fprintln(os.Stderr, "bench: cpu profile:", err)
+	for range 3 {
+		if err := <-profileDone; err != nil {
+			fmt.Fprintln(os.Stderr, "bench: cpu profile:", err)
+		}
 	}
 	if o.profile != "" {
 		if err := fetch(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap", debugPort), o.profile+"heap.pprof"); err != nil {
@@ -460,6 +489,21 @@ func fetch(ctx context.Context, u, file string) error {
 	defer f.Close()
 	_, err = io.Copy(f, resp.Body)
 	return err
+}
+
+// profileSelf writes this process's CPU profile over d.
+func profileSelf(ctx context.Context, d time.Duration, file string) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return err
+	}
+	sleepCtx(ctx, d)
+	pprof.StopCPUProfile()
+	return nil
 }
 
 func lastLines(s string, n int) string {

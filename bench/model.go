@@ -6,18 +6,18 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/alicia-voice/alicia/llm/standin"
 )
 
-// modelClock sits between the bot and the stand-in model and notes when
-// each token left for the bot: the moments the bot's delays are measured
-// from. It runs in the bench process, so its clock is the clients' clock.
+// modelClock notes when each token of the stand-in's answers was flushed
+// to the bot: the moments the bot's delays are measured from. The
+// stand-in runs in the bench process, so its clock is the clients' clock.
 type modelClock struct {
-	proxy *httputil.ReverseProxy
+	next  http.Handler
 	mu    sync.Mutex
 	turns map[string]*modelTurn // the user message that asked → its answer
 }
@@ -31,34 +31,17 @@ type modelTurn struct {
 	// content is the answer so far; contentAt[i] is when its byte i left.
 	content   strings.Builder
 	contentAt []time.Time
-	done      time.Time
+	reasoning bool
 }
 
-func newModelClock(target string) (*modelClock, error) {
-	u, err := url.Parse(target)
-	if err != nil {
-		return nil, err
-	}
-	m := &modelClock{turns: map[string]*modelTurn{}}
-	m.proxy = &httputil.ReverseProxy{
-		Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(u) },
-		FlushInterval: -1, // every token on its way at once
-		ModifyResponse: func(resp *http.Response) error {
-			t, _ := resp.Request.Context().Value(turnKey{}).(*modelTurn)
-			if t != nil {
-				resp.Body = &sseTap{ReadCloser: resp.Body, m: m, t: t}
-			}
-			return nil
-		},
-	}
-	return m, nil
+// newModelClock serves sv with a clock on its tokens.
+func newModelClock(sv *standin.Server) *modelClock {
+	m := &modelClock{next: sv.Handler(), turns: map[string]*modelTurn{}}
+	sv.Flushed = m.flushed
+	return m
 }
 
 type turnKey struct{}
-
-func contextWith(r *http.Request, t *modelTurn) context.Context {
-	return context.WithValue(r.Context(), turnKey{}, t)
-}
 
 func (m *modelClock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
@@ -84,7 +67,7 @@ func (m *modelClock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	m.mu.Lock()
 	m.turns[question] = t
 	m.mu.Unlock()
-	m.proxy.ServeHTTP(w, r.WithContext(contextWith(r, t)))
+	m.next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), turnKey{}, t)))
 }
 
 // turn returns the model's response to a question, once it has ended.
@@ -94,79 +77,29 @@ func (m *modelClock) turn(question string) *modelTurn {
 	return m.turns[question]
 }
 
-// sseTap reads the stand-in's server-sent events as they pass and stamps
-// the ones the bench measures from.
-type sseTap struct {
-	io.ReadCloser
-	m         *modelClock
-	t         *modelTurn
-	partial   []byte
-	reasoning bool
-	content   bool
-}
-
-func (s *sseTap) Read(p []byte) (int, error) {
-	n, err := s.ReadCloser.Read(p)
-	if n > 0 {
-		now := time.Now()
-		s.partial = append(s.partial, p[:n]...)
-		for {
-			i := bytes.IndexByte(s.partial, '\n')
-			if i < 0 {
-				break
-			}
-			s.line(s.partial[:i], now)
-			s.partial = s.partial[i+1:]
-		}
-	}
-	if err != nil {
-		s.m.mu.Lock()
-		s.t.done = time.Now()
-		s.m.mu.Unlock()
-	}
-	return n, err
-}
-
-func (s *sseTap) line(l []byte, now time.Time) {
-	data, ok := bytes.CutPrefix(bytes.TrimSpace(l), []byte("data:"))
-	if !ok {
+// flushed stamps a delta the stand-in has just flushed to the bot.
+func (m *modelClock) flushed(r *http.Request, kind, text string) {
+	t, _ := r.Context().Value(turnKey{}).(*modelTurn)
+	if t == nil || text == "" {
 		return
 	}
-	var chunk struct {
-		Choices []struct {
-			Delta struct {
-				Reasoning        *string `json:"reasoning"`
-				ReasoningContent *string `json:"reasoning_content"`
-				Content          *string `json:"content"`
-			} `json:"delta"`
-		} `json:"choices"`
-	}
-	if json.Unmarshal(bytes.TrimSpace(data), &chunk) != nil || len(chunk.Choices) == 0 {
-		return
-	}
-	d := chunk.Choices[0].Delta
-	reasoning := d.Reasoning
-	if reasoning == nil {
-		reasoning = d.ReasoningContent
-	}
-	s.m.mu.Lock()
-	defer s.m.mu.Unlock()
-	t := s.t
-	if reasoning != nil && *reasoning != "" {
-		s.reasoning = true
-		if *reasoning == "\n\n" {
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch kind {
+	case "reasoning":
+		t.reasoning = true
+		if text == "\n\n" {
 			t.stepEnds = append(t.stepEnds, now)
 		}
-	}
-	if d.Content != nil && *d.Content != "" {
-		if !s.content && s.reasoning {
+	case "content":
+		if t.content.Len() == 0 && t.reasoning {
 			// The first answer token is the first moment the bot can know
 			// the last step is complete.
 			t.stepEnds = append(t.stepEnds, now)
 		}
-		s.content = true
-		t.content.WriteString(*d.Content)
-		for range len(*d.Content) {
+		t.content.WriteString(text)
+		for range len(text) {
 			t.contentAt = append(t.contentAt, now)
 		}
 	}

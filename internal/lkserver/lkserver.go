@@ -29,6 +29,8 @@ type Server struct {
 	APISecret string
 	// NodeIP is the address media and data travel on.
 	NodeIP string
+	// DebugURL serves livekit-server's pprof handlers (/debug/pprof/).
+	DebugURL string
 
 	bin     string
 	config  string
@@ -95,6 +97,10 @@ func (s *Server) configure(dir string) error {
 	if err != nil {
 		return err
 	}
+	debugPort, err := FreePort("tcp")
+	if err != nil {
+		return err
+	}
 	cfg := fmt.Sprintf(`port: %d
 bind_addresses: ["127.0.0.1"]
 keys:
@@ -112,13 +118,16 @@ room:
 logging:
   level: warn
   pion_level: error
-`, httpPort, s.APIKey, s.APISecret, tcpPort, udpPort, s.NodeIP)
+debug_handler:
+  port: %d
+`, httpPort, s.APIKey, s.APISecret, tcpPort, udpPort, s.NodeIP, debugPort)
 	s.config = filepath.Join(dir, "livekit.yaml")
 	if err := os.WriteFile(s.config, []byte(cfg), 0o600); err != nil {
 		return err
 	}
 	s.URL = fmt.Sprintf("ws://127.0.0.1:%d", httpPort)
 	s.httpURL = fmt.Sprintf("http://127.0.0.1:%d", httpPort)
+	s.DebugURL = fmt.Sprintf("http://127.0.0.1:%d", debugPort)
 	return nil
 }
 
