@@ -38,3 +38,19 @@ func TestBlankContentAfterReasoningEndsIt(t *testing.T) {
 		t.Fatalf("events %q: a reasoning end without reasoning", got)
 	}
 }
+
+// A model whose template is not known yet: its held text turns out to be
+// reasoning at a bare </think>, and the blank line after it ends it.
+func TestBlankContentAfterHeldReasoningEndsIt(t *testing.T) {
+	tr := newTurn(&Request{Thinking: true}, newModelKnowledge(false, "my-finetune", nil))
+	for _, p := range []string{"I think it over.", "</think>", "\n\n"} {
+		tr.contentText(p)
+	}
+	var kinds []string
+	for _, ev := range tr.pending {
+		kinds = append(kinds, ev.Kind.String())
+	}
+	if want := []string{"reasoning", "reasoning-end"}; !slices.Equal(kinds, want) {
+		t.Fatalf("events %q, want %q", kinds, want)
+	}
+}

@@ -71,6 +71,7 @@ func (t *turn) decide(wasReasoning bool) {
 	}
 	if wasReasoning {
 		t.pending = append(t.pending, Event{Kind: EventReasoning, Text: held})
+		t.reasoningOut, t.reasoningID = true, ""
 		// The real answer starts after </think>, with its own "\n\n".
 		t.answerStarted = false
 		return
