@@ -110,12 +110,25 @@ func (s *Session) configuration(identity string, reasoningFeatures []string) *wi
 var greetAgain = []time.Duration{time.Second, 3 * time.Second}
 
 // welcome greets a user who joined, and greets again until the user's
-// Configuration arrives.
+// Configuration arrives. Either side may speak first.
 func (s *Session) welcome(identity string) {
-	s.greet(identity)
+	greeting := s.greeting(identity)
+	sent := make(chan struct{})
+	s.post(func() {
+		s.emit(greeting, []string{identity}, nil, true)
+		close(sent)
+	})
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
+		// The retries count from when the greeting went out: the bot's
+		// first packet in a room can wait a second for its publishing
+		// connection, and a greeting held there is late, not lost.
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-sent:
+		}
 		for _, d := range greetAgain {
 			select {
 			case <-s.ctx.Done():
@@ -143,14 +156,6 @@ func (s *Session) welcome(identity string) {
 			}
 		}
 	}()
-}
-
-// greet sends the server's Configuration, unasked: to the room when the
-// bot joins, to one participant when it joins later. Either side may
-// speak first.
-func (s *Session) greet(identity string) {
-	greeting := s.greeting(identity)
-	s.post(func() { s.emit(greeting, []string{identity}, nil, true) })
 }
 
 // greeting is built before it is queued for the writer: the engine may

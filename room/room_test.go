@@ -268,9 +268,15 @@ func TestDispatchAndHandshake(t *testing.T) {
 		delays = append(delays, time.Since(start))
 		if i == 0 {
 			c.send(&wire.Configuration{Features: []string{wire.FeatureStreaming, wire.FeatureReasoningSummary}})
-			got := c.wait("the reply", func(g []*wire.Envelope) bool { return count[*wire.Configuration](g) >= 2 })
-			reply := got[len(got)-1].Body.(*wire.Configuration)
-			if reply.ConversationID != "conv_dispatch_0" || !slices.Contains(reply.Features, wire.FeatureReasoningSummary) || !slices.Contains(reply.Features, wire.FeatureStreaming) {
+			// The reply, not a second greeting that was on its way: only the
+			// reply can carry the reasoning the user just asked for.
+			isReply := func(e *wire.Envelope) bool {
+				cfg, ok := e.Body.(*wire.Configuration)
+				return ok && slices.Contains(cfg.Features, wire.FeatureReasoningSummary)
+			}
+			got := c.wait("the reply", func(g []*wire.Envelope) bool { return slices.ContainsFunc(g, isReply) })
+			reply := got[slices.IndexFunc(got, isReply)].Body.(*wire.Configuration)
+			if reply.ConversationID != "conv_dispatch_0" || !slices.Contains(reply.Features, wire.FeatureStreaming) {
 				t.Fatalf("reply %+v", reply)
 			}
 		}
