@@ -26,15 +26,7 @@ func TestStoppedLiveKitNode(t *testing.T) {
 	env, _ := botBackends(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	bots := make([]*bot, 2)
-	for i := range bots {
-		b, err := startBot(ctx, bin, t.TempDir(), nodes[i], env)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(b.stop)
-		bots[i] = b
-	}
+	bots := botOnEach(ctx, t, bin, nodes, env)
 	features := []string{wire.FeatureStreaming, wire.FeatureReasoningSteps}
 	// The user's room lives on node 1 (the token names node 1's URL).
 	u, err := join(ctx, bots[0].api, bots[0].secret, "alice", features)

@@ -113,15 +113,7 @@ func TestScaleOutTwoNodesTwoWorkers(t *testing.T) {
 	env, _ := botBackends(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	bots := make([]*bot, 2)
-	for i := range bots {
-		b, err := startBot(ctx, bin, t.TempDir(), nodes[i], env)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(b.stop)
-		bots[i] = b
-	}
+	bots := botOnEach(ctx, t, bin, nodes, env)
 
 	lksdk.SetLogger(protoLogger.GetDiscardLogger())
 	const n = 40

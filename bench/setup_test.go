@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -58,4 +59,20 @@ func botBackends(t *testing.T) (env []string, dbURL string) {
 	t.Cleanup(model.Close)
 	dbURL = testenv.Database(t)
 	return []string{"ALICIA_DATABASE_URL=" + dbURL, "ALICIA_LLM_BACKEND=openai", "ALICIA_LLM_URL=" + model.URL + "/vllm/v1", "ALICIA_LLM_MODEL=Qwen3-8B"}, dbURL
+}
+
+// botOnEach starts one alicia serve on each node, stopped when the test
+// ends.
+func botOnEach(ctx context.Context, t *testing.T, bin string, nodes []*lkserver.Server, env []string) []*bot {
+	t.Helper()
+	bots := make([]*bot, len(nodes))
+	for i, n := range nodes {
+		b, err := startBot(ctx, bin, t.TempDir(), n, env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(b.stop)
+		bots[i] = b
+	}
+	return bots
 }
