@@ -288,7 +288,7 @@ func (c *aguiAgent) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
 					return s.failure(err)
 				}
 				ev = aguiEvent{}
-				if err := json.Unmarshal(bytes.TrimSpace(payload), &ev); err != nil || ev.Type == "" {
+				if err := decodeChunk(bytes.TrimSpace(payload), &ev); err != nil || ev.Type == "" {
 					return &Error{Kind: ErrProtocol, Message: "not an AG-UI event: " + plainText(payload)}
 				}
 				done, fail := run.apply(&ev)

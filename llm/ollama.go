@@ -101,7 +101,7 @@ func (c *ollamaNative) Stream(ctx context.Context, req *Request) iter.Seq[Event]
 				raw, err := r.ReadBytes('\n')
 				if len(bytes.TrimSpace(raw)) > 0 {
 					line = olLine{}
-					if jerr := json.Unmarshal(raw, &line); jerr != nil {
+					if jerr := decodeChunk(raw, &line); jerr != nil {
 						return &Error{Kind: ErrProtocol, Message: "unreadable line: " + jerr.Error(), cause: jerr}
 					}
 					if len(line.Error) > 0 && string(line.Error) != "null" {

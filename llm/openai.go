@@ -315,7 +315,7 @@ func (c *openAI) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
 // the stream.
 func (c *openAI) apply(t *turn, acc *toolAccumulator, chunk *oaChunk, payload []byte, finish *FinishReason) *Error {
 	*chunk = oaChunk{}
-	if err := json.Unmarshal(payload, chunk); err != nil {
+	if err := decodeChunk(payload, chunk); err != nil {
 		if _, _, ok := errorFromJSON(payload); ok {
 			return midStreamError(payload)
 		}
