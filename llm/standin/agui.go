@@ -65,7 +65,7 @@ func (s *Server) serveAGUI(w http.ResponseWriter, r *http.Request, profile strin
 	send := func(fields ...kv) error {
 		ev := obj(fields)
 		ev = append(ev, kv{"timestamp", time.Now().UnixMilli()})
-		return pc.write(sseFrame(ev))
+		return pc.writeSSE(ev)
 	}
 	if send(kv{"type", "RUN_STARTED"}, kv{"threadId", in.ThreadID}, kv{"runId", in.RunID}) != nil {
 		return

@@ -172,15 +172,18 @@ func flatError(status int, msg string) (string, []byte) {
 	return "application/json", b
 }
 
-func sseFrame(v any) []byte {
-	b, _ := appendJSONValue([]byte("data: "), v)
-	return append(b, '\n', '\n')
+func sseFrame(v any) []byte { return appendSSE(nil, v) }
+
+// appendSSE appends v as one Server-Sent Events data frame.
+func appendSSE(dst []byte, v any) []byte {
+	dst, _ = appendJSONValue(append(dst, "data: "...), v)
+	return append(dst, '\n', '\n')
 }
 
 // dataErrorThen writes data: {"error":{…}} and says whether [DONE] follows.
 func dataErrorThen(inner func(msg string) obj, done bool) func(*pacer, func(any) obj, string) bool {
 	return func(p *pacer, _ func(any) obj, msg string) bool {
-		_ = p.write(sseFrame(obj{{"error", inner(msg)}}))
+		_ = p.writeSSE(obj{{"error", inner(msg)}})
 		return done
 	}
 }
@@ -224,7 +227,7 @@ func init() {
 	openAIProfiles["vllm-both"] = vllm("vllm-both", []string{"reasoning", "reasoning_content"}, []string{"reasoning_content"})
 	legacy := vllm("vllm-legacy", []string{"reasoning_content"}, nil)
 	legacy.streamError = func(p *pacer, _ func(any) obj, msg string) bool {
-		_ = p.write(sseFrame(obj{{"object", "error"}, {"message", msg}, {"type", "BadRequestError"}, {"param", nil}, {"code", 400}}))
+		_ = p.writeSSE(obj{{"object", "error"}, {"message", msg}, {"type", "BadRequestError"}, {"param", nil}, {"code", 400}})
 		return true
 	}
 	legacy.httpError = flatError
@@ -421,7 +424,7 @@ func init() {
 		streamError: func(p *pacer, wrap func(any) obj, msg string) bool {
 			chunk := wrap([]obj{{{"index", 0}, {"delta", obj{{"content", ""}}}, {"finish_reason", "error"}, {"native_finish_reason", "error"}}})
 			chunk = append(chunk, kv{"error", obj{{"code", "server_error"}, {"message", msg}}})
-			_ = p.write(sseFrame(chunk))
+			_ = p.writeSSE(chunk)
 			return false
 		},
 		httpError: func(status int, msg string) (string, []byte) {
@@ -590,7 +593,7 @@ func (s *Server) streamOpenAI(w http.ResponseWriter, pc *pacer, prof *openAIProf
 		c := obj{{"index", 0}, {"delta", delta}, {"finish_reason", finish}}
 		return []obj{append(c, extra...)}
 	}
-	send := func(delta obj) error { return pc.write(sseFrame(wrap(choice(delta, nil, nil)))) }
+	send := func(delta obj) error { return pc.writeSSE(wrap(choice(delta, nil, nil))) }
 
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -723,7 +726,7 @@ func (s *Server) streamOpenAI(w http.ResponseWriter, pc *pacer, prof *openAIProf
 	if prof.name == "openrouter" {
 		extra = obj{{"native_finish_reason", finish}}
 	}
-	if pc.write(sseFrame(wrap(choice(prof.finishDelta, str(finish), extra)))) != nil {
+	if pc.writeSSE(wrap(choice(prof.finishDelta, str(finish), extra))) != nil {
 		return
 	}
 	if ti.includeUsage {
@@ -734,7 +737,7 @@ func (s *Server) streamOpenAI(w http.ResponseWriter, pc *pacer, prof *openAIProf
 		usage := obj{{"prompt_tokens", promptTokens}, {"completion_tokens", generated}, {"total_tokens", promptTokens + generated}}
 		u := append(wrap(choices), kv{"usage", usage})
 		u = append(u, prof.usageExtra...)
-		if pc.write(sseFrame(u)) != nil {
+		if pc.writeSSE(u) != nil {
 			return
 		}
 	}

@@ -229,6 +229,10 @@ type pacer struct {
 	// ping is sent while the first token is awaited for longer than a
 	// second (llama.cpp's keep-alive).
 	ping []byte
+	// buf holds the frame being written: one per stream, reused, because
+	// at hundreds of streams a fresh buffer per token was most of the
+	// stand-in's garbage.
+	buf []byte
 }
 
 func newPacer(w http.ResponseWriter, r *http.Request, p Pacing) *pacer {
@@ -241,6 +245,12 @@ func (p *pacer) write(b []byte) error {
 		return err
 	}
 	return p.rc.Flush()
+}
+
+// writeSSE writes v as one Server-Sent Events data frame.
+func (p *pacer) writeSSE(v any) error {
+	p.buf = appendSSE(p.buf[:0], v)
+	return p.write(p.buf)
 }
 
 // token waits for the next token: the time to first token, then the time
