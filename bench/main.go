@@ -49,6 +49,7 @@ type options struct {
 	n, turns, joinParallel int
 	pace                   string
 	reasoning, postgres    string
+	start                  string
 	voice                  bool
 	think, turnTimeout     time.Duration
 	bot, profile           string
@@ -70,12 +71,17 @@ func main() {
 	flag.StringVar(&o.postgres, "postgres", "on", "on: the bot stores in a fresh Postgres database; off: in memory")
 	flag.BoolVar(&o.voice, "voice", false, "voice turns (not measured here yet: see the voice benchmarks in pipeline/voice and room)")
 	flag.DurationVar(&o.think, "think", 2*time.Second, "a user's pause between reading an answer and asking again")
+	flag.StringVar(&o.start, "start", "uniform", "uniform: the first questions spread over one whole turn and pause, so that the users' turns are evenly out of step; pause: spread over one pause only, so that most users' turns run at the same time (the peak load)")
 	flag.DurationVar(&o.turnTimeout, "turn-timeout", 60*time.Second, "a turn without its final sentence by then failed")
 	flag.IntVar(&o.joinParallel, "join-parallel", 16, "users joining at once")
 	flag.StringVar(&o.bot, "bot", "", "alicia binary to run (default: built from ./cmd/alicia)")
-	flag.StringVar(&o.profile, "profile", "", "write CPU profiles of the turns (the bot's, livekit-server's and this process's) and the bot's heap profile after them to files named with this prefix")
+	flag.StringVar(&o.profile, "profile", "", "write CPU profiles of the turns (the bot's, livekit-server's and this process's) and the bot's and livekit-server's heap profiles after them to files named with this prefix")
 	flag.DurationVar(&o.profileFor, "profile-for", 20*time.Second, "how long the CPU profile of the turns runs")
 	flag.Parse()
+	if o.start != "uniform" && o.start != "pause" {
+		fmt.Fprintln(os.Stderr, "bench: -start is uniform or pause")
+		os.Exit(2)
+	}
 	if o.voice {
 		fmt.Fprintln(os.Stderr, "bench: -voice: spoken turns are not measured by this command yet; go test -bench . ./pipeline/voice ./room measures the voice path")
 		os.Exit(2)
@@ -185,8 +191,19 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
+	// Its one question also times a turn on the idle machine, the length
+	// of a user's cycle with the pause.
+	warmStart := time.Now()
+	wt := warm.turn(ctx, 1, o.turnTimeout)
 	warm.room.Disconnect()
-	if !sleepCtx(ctx, 5*time.Second) {
+	if wt.err != "" {
+		return fmt.Errorf("warm-up turn: %s", wt.err)
+	}
+	cycle := o.think
+	if o.start == "uniform" && len(wt.sentences) > 0 {
+		cycle += wt.sentences[len(wt.sentences)-1].at.Sub(wt.sent)
+	}
+	if !sleepCtx(ctx, 5*time.Second-time.Since(warmStart)) {
 		return ctx.Err()
 	}
 	fmt.Fprintf(os.Stderr, "bench: %d users joining (%d at a time)...\n", o.n, o.joinParallel)
@@ -258,8 +275,10 @@ func run(ctx context.Context, o options) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// Spread the first questions over one pause, as users would.
-			if !sleepCtx(ctx, time.Duration(i)*o.think/time.Duration(len(joined))) {
+			// Spread over a whole cycle, the users' turns stay evenly out
+			// of step, as independent users' are; spread over the pause
+			// alone, most of them stream at the same moment.
+			if !sleepCtx(ctx, time.Duration(i)*cycle/time.Duration(len(joined))) {
 				return
 			}
 			for k := range o.turns {
@@ -286,6 +305,9 @@ func run(ctx context.Context, o options) error {
 		if err := fetch(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap", debugPort), o.profile+"heap.pprof"); err != nil {
 			fmt.Fprintln(os.Stderr, "bench: heap profile:", err)
 		}
+		if err := fetch(ctx, lk.DebugURL+"/debug/pprof/heap", o.profile+"livekit-heap.pprof"); err != nil {
+			fmt.Fprintln(os.Stderr, "bench: livekit-server heap profile:", err)
+		}
 	}
 	rows1, err := settledWrites(ctx, db, rows0)
 	if err != nil {
@@ -293,7 +315,7 @@ func run(ctx context.Context, o options) error {
 	}
 
 	rep := report{o: o, pace: pace, users: joined, joinFailures: joinFailures, results: results, clock: clock,
-		cpu: cpu1 - cpu0, lkCPU: lkCPU1 - lkCPU0, selfCPU: selfCPU1 - selfCPU0, rss0: rss0, rss1: rss1, rows: rows1 - rows0, dbOn: db != nil, turnWall: turnWall, joinTook: joinTook}
+		cpu: cpu1 - cpu0, lkCPU: lkCPU1 - lkCPU0, selfCPU: selfCPU1 - selfCPU0, rss0: rss0, rss1: rss1, rows: rows1 - rows0, dbOn: db != nil, turnWall: turnWall, joinTook: joinTook, spread: cycle}
 	rep.print(os.Stdout)
 	return nil
 }

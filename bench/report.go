@@ -28,6 +28,7 @@ type report struct {
 	rows           int64
 	dbOn           bool
 	turnWall       time.Duration
+	spread         time.Duration // over which the first questions were asked
 	joinTook       time.Duration
 }
 
@@ -97,8 +98,8 @@ func (r report) print(w io.Writer) {
 		}
 		return fmt.Sprintf("%.1f", v/float64(n))
 	}
-	fmt.Fprintf(w, "\n%d conversations × %d turns, model pace %s (TTFT %.0f ms, %.0f ms/token), reasoning %s, Postgres %s\n",
-		len(r.users), r.o.turns, r.o.pace, r.pace.TTFTMs, r.pace.TokenMs, r.o.reasoning, r.o.postgres)
+	fmt.Fprintf(w, "\n%d conversations × %d turns, model pace %s (TTFT %.0f ms, %.0f ms/token), reasoning %s, Postgres %s, first questions spread over %v (-start %s)\n",
+		len(r.users), r.o.turns, r.o.pace, r.pace.TTFTMs, r.pace.TokenMs, r.o.reasoning, r.o.postgres, r.spread.Round(100*time.Millisecond), r.o.start)
 	fmt.Fprintf(w, "machine: %s, %d cores, %s; %s\n\n", cpuModel(), runtime.NumCPU(), runtime.Version(), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintln(w, "| figure | p50 | p95 | p99 | n |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- |")
