@@ -296,6 +296,7 @@ func run(ctx context.Context, o options) error {
 	lkCPU1, _ := procCPU(lk.PID())
 	selfCPU1, _ := procCPU(os.Getpid())
 	rss1, _ := procRSS(pid)
+	rssPeak, _ := procPeakRSS(pid)
 	for range 3 {
 		if err := <-profileDone; err != nil {
 			fmt.Fprintln(os.Stderr, "bench: cpu profile:", err)
@@ -315,7 +316,7 @@ func run(ctx context.Context, o options) error {
 	}
 
 	rep := report{o: o, pace: pace, users: joined, joinFailures: joinFailures, results: results, clock: clock,
-		cpu: cpu1 - cpu0, lkCPU: lkCPU1 - lkCPU0, selfCPU: selfCPU1 - selfCPU0, rss0: rss0, rss1: rss1, rows: rows1 - rows0, dbOn: db != nil, turnWall: turnWall, joinTook: joinTook, spread: cycle}
+		cpu: cpu1 - cpu0, lkCPU: lkCPU1 - lkCPU0, selfCPU: selfCPU1 - selfCPU0, rss0: rss0, rss1: rss1, rssPeak: rssPeak, rows: rows1 - rows0, dbOn: db != nil, turnWall: turnWall, joinTook: joinTook, spread: cycle}
 	rep.print(os.Stdout)
 	return nil
 }

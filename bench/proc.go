@@ -32,17 +32,22 @@ func procCPU(pid int) (float64, error) {
 }
 
 // procRSS is a process's resident set in bytes, from /proc/<pid>/status.
-func procRSS(pid int) (int64, error) {
+func procRSS(pid int) (int64, error) { return procStatusBytes(pid, "VmRSS") }
+
+// procPeakRSS is the largest resident set the process has had.
+func procPeakRSS(pid int) (int64, error) { return procStatusBytes(pid, "VmHWM") }
+
+func procStatusBytes(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			f := strings.Fields(rest)
 			kb, err := strconv.ParseInt(f[0], 10, 64)
 			return kb * 1024, err
 		}
 	}
-	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, field)
 }
