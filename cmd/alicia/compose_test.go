@@ -21,6 +21,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/alicia-voice/alicia/internal/lkserver"
 	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/llm"
 	"github.com/alicia-voice/alicia/storage"
@@ -266,6 +267,9 @@ func TestComposeFile(t *testing.T) {
 	}
 	if lk.Environment["REDIS_PASSWORD"] != env["REDIS_PASSWORD"] || cf.Services[redisHost].Environment["REDIS_PASSWORD"] != env["REDIS_PASSWORD"] {
 		t.Error("livekit and Redis do not share REDIS_PASSWORD")
+	}
+	if lk.Environment["GOGC"] != lkserver.GOGC {
+		t.Errorf("livekit runs with GOGC %q, the benchmark's and the tests' livekit-server with %q", lk.Environment["GOGC"], lkserver.GOGC)
 	}
 
 	// vLLM: Qwen3's parsers and a GPU.
