@@ -42,18 +42,11 @@ func (s *Session) attributesChanged(identity string, attrs map[string]string) {
 // enqueue adds p to the inbox unless it is a data packet and inboxMax
 // are waiting.
 func (s *Session) enqueue(p rawPacket) bool {
-	s.inboxMu.Lock()
-	if p.event == eventNone && len(s.inbox) >= inboxMax {
-		s.inboxMu.Unlock()
-		return false
+	limit := inboxMax
+	if p.event != eventNone {
+		limit = 0
 	}
-	s.inbox = append(s.inbox, p)
-	s.inboxMu.Unlock()
-	select {
-	case s.inboxWake <- struct{}{}:
-	default:
-	}
-	return true
+	return s.inbox.push(p, limit)
 }
 
 func (s *Session) run() {
@@ -62,13 +55,9 @@ func (s *Session) run() {
 		select {
 		case <-s.ctx.Done():
 			return
-		case <-s.inboxWake:
+		case <-s.inbox.ready:
 		}
-		s.inboxMu.Lock()
-		batch := s.inbox
-		s.inbox = nil
-		s.inboxMu.Unlock()
-		for _, p := range batch {
+		for _, p := range s.inbox.take() {
 			if s.ctx.Err() != nil {
 				return
 			}

@@ -21,22 +21,14 @@ func (s *Session) Send(body wire.Body, to ...string) {
 // post queues op for the writer goroutine, which owns the numbering, the
 // members' sync state and the replay ring, and does the session's network
 // and durable-log I/O with no lock held.
-func (s *Session) post(op func()) {
-	s.opsMu.Lock()
-	s.ops = append(s.ops, op)
-	s.opsMu.Unlock()
-	select {
-	case s.opsWake <- struct{}{}:
-	default:
-	}
-}
+func (s *Session) post(op func()) { s.ops.push(op, 0) }
 
 // write runs the queued ops in order until quit, then what is left.
 func (s *Session) write() {
 	defer close(s.writerDone)
 	for {
 		select {
-		case <-s.opsWake:
+		case <-s.ops.ready:
 			s.runOps()
 		case <-s.quit:
 			s.runOps()
@@ -47,10 +39,7 @@ func (s *Session) write() {
 
 func (s *Session) runOps() {
 	for {
-		s.opsMu.Lock()
-		ops := s.ops
-		s.ops = nil
-		s.opsMu.Unlock()
+		ops := s.ops.take()
 		if len(ops) == 0 {
 			return
 		}

@@ -67,22 +67,15 @@ type Session struct {
 	metrics *Metrics
 	out     publisher
 
-	// The inbox: what the room delivered, handled in order by run. A
-	// slice rather than a buffered channel, because a channel holds its
-	// whole capacity for the life of the conversation, and the garbage
-	// collector scans it at every cycle: 160 kB a conversation.
-	inboxMu   sync.Mutex
-	inbox     []rawPacket
-	inboxWake chan struct{}
-	ctx       context.Context
-	stop      context.CancelFunc
-	wg        sync.WaitGroup
+	// inbox: what the room delivered, handled in order by run.
+	inbox *queue[rawPacket]
+	ctx   context.Context
+	stop  context.CancelFunc
+	wg    sync.WaitGroup
 
 	// The writer goroutine's: the queue of ops it runs, and what only it
 	// touches.
-	opsMu      sync.Mutex
-	ops        []func()
-	opsWake    chan struct{}
+	ops        *queue[func()]
 	quit       chan struct{}
 	writerDone chan struct{}
 	// wctx ends the writer's I/O once Close gave up waiting for it.
@@ -187,8 +180,8 @@ type SessionConfig struct {
 
 func newSession(parent context.Context, c SessionConfig, out publisher) *Session {
 	s := &Session{ID: c.ID, log: c.Logger.With("conversation", c.ID), store: c.Store,
-		metrics: c.Metrics, out: out, inboxWake: make(chan struct{}, 1),
-		opsWake: make(chan struct{}, 1), quit: make(chan struct{}), writerDone: make(chan struct{}),
+		metrics: c.Metrics, out: out, inbox: newQueue[rawPacket](),
+		ops: newQueue[func()](), quit: make(chan struct{}), writerDone: make(chan struct{}),
 		seen: map[string]map[int32]uint64{}, members: map[string]string{}, present: map[string]bool{}, features: map[string][]string{}, tools: map[string][]wire.ClientTool{},
 		known: map[string]bool{}, held: map[string][]pipeline.Inbound{}, asked: map[string]bool{}}
 	s.ctx, s.stop = context.WithCancel(parent)

@@ -27,7 +27,7 @@ func Chromium(t testing.TB) string {
 			return p
 		}
 	}
-	unavailable(t, "chromium is not installed (apt-get install chromium; .ci/run does)")
+	Unavailable(t, "chromium is not installed (apt-get install chromium; .ci/run does)")
 	return ""
 }
 
@@ -50,10 +50,10 @@ func Browser(t testing.TB, ctx context.Context, script string, input, out any) {
 	chromium := Chromium(t)
 	node, err := exec.LookPath("node")
 	if err != nil {
-		unavailable(t, "node is not installed (scripts/test installs it)")
+		Unavailable(t, "node is not installed (scripts/test installs it)")
 	}
 	if _, err := os.Stat(filepath.Join(NodeDir(), "node_modules", "playwright-core")); err != nil {
-		unavailable(t, "playwright-core is not installed: run npm install in %s", NodeDir())
+		Unavailable(t, "playwright-core is not installed: run npm install in %s", NodeDir())
 	}
 	in, err := json.Marshal(input)
 	if err != nil {

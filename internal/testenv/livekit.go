@@ -25,10 +25,10 @@ func StartLiveKit(t testing.TB) *LiveKit {
 	// The SDK logs every ICE state change; test output wants only failures.
 	quietSDK.Do(func() { lksdk.SetLogger(protoLogger.GetDiscardLogger()) })
 	if _, err := lkserver.Binary(); err != nil {
-		unavailable(t, "%v", err)
+		Unavailable(t, "%v", err)
 	}
 	if _, err := lkserver.NodeIP(); err != nil {
-		unavailable(t, "%v", err)
+		Unavailable(t, "%v", err)
 	}
 	s, err := lkserver.StartFresh(t.TempDir())
 	if err != nil {

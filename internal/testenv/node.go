@@ -19,10 +19,10 @@ func Node(t testing.TB, stdin []byte, script string, args ...string) []byte {
 	t.Helper()
 	node, err := exec.LookPath("node")
 	if err != nil {
-		unavailable(t, "node is not installed (scripts/test installs it)")
+		Unavailable(t, "node is not installed (scripts/test installs it)")
 	}
 	if _, err := os.Stat(filepath.Join(NodeDir(), "node_modules")); err != nil {
-		unavailable(t, "the Node test clients are not installed: run npm ci in %s", NodeDir())
+		Unavailable(t, "the Node test clients are not installed: run npm ci in %s", NodeDir())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

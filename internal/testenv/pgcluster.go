@@ -32,7 +32,7 @@ func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
 	bin := postgresBinDir()
 	if bin == "" {
-		unavailable(t, "Postgres server binaries (initdb, pg_ctl) not found; install the postgresql package")
+		Unavailable(t, "Postgres server binaries (initdb, pg_ctl) not found; install the postgresql package")
 	}
 	dir, err := os.MkdirTemp("", "alicia-pg-")
 	if err != nil {
@@ -44,7 +44,7 @@ func StartCluster(t testing.TB) *Cluster {
 		// Postgres refuses to run as root.
 		u, err := user.Lookup("postgres")
 		if err != nil {
-			unavailable(t, "running as root and no postgres user to run a test cluster as")
+			Unavailable(t, "running as root and no postgres user to run a test cluster as")
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)

@@ -28,7 +28,7 @@ func Database(t testing.TB) string {
 	defer cancel()
 	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {
-		unavailable(t, "Postgres is not reachable at %s: %v", redact(admin), err)
+		Unavailable(t, "Postgres is not reachable at %s: %v", redact(admin), err)
 	}
 	defer conn.Close(context.Background())
 

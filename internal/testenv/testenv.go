@@ -14,21 +14,14 @@ import (
 	"testing"
 )
 
-// unavailable fails (or, with ALICIA_SKIP_INTEGRATION=1, skips) a test
+// Unavailable fails (or, with ALICIA_SKIP_INTEGRATION=1, skips) a test
 // that needs a part this machine does not have.
-func unavailable(t testing.TB, format string, args ...any) {
+func Unavailable(t testing.TB, format string, args ...any) {
 	t.Helper()
 	if os.Getenv("ALICIA_SKIP_INTEGRATION") == "1" {
 		t.Skipf("ALICIA_SKIP_INTEGRATION=1: "+format, args...)
 	}
 	t.Fatalf(format+" (set ALICIA_SKIP_INTEGRATION=1 to skip tests that need it)", args...)
-}
-
-// Unavailable fails a test that needs what this machine lacks, or skips it
-// under ALICIA_SKIP_INTEGRATION=1.
-func Unavailable(t testing.TB, format string, args ...any) {
-	t.Helper()
-	unavailable(t, format, args...)
 }
 
 // RepoRoot is the root of the source tree.
