@@ -23,7 +23,7 @@ func processTest(t *testing.T, cost string) string {
 		t.Skip(cost)
 	}
 	if _, err := lkserver.Binary(); err != nil {
-		testenv.StartLiveKit(t) // fails (or skips) with the reason
+		testenv.Unavailable(t, "%v", err)
 	}
 	lksdk.SetLogger(protoLogger.GetDiscardLogger())
 	bin, err := buildBot()
