@@ -195,8 +195,7 @@ func (a *AGUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	face := &aguiFace{identity: identity, emit: emit, v1: in.ProtocolVersion != "", mode: mode, tools: tools}
 	c := a.e.Open(*in.ThreadID)
 	defer c.Close()
-	t := c.submit(r.Context(), face, spec{user: user, from: identity, received: time.Now(), replaces: -1,
-		messages: messages, system: system, clientTools: tools, toolsEnd: true})
+	t := c.Ask(r.Context(), face, identity, user, WithMessages(messages), WithSystem(system), WithClientTools(tools, true))
 	if t == nil {
 		return // the client went away
 	}

@@ -276,15 +276,15 @@ func (c *Conversation) Handle(face Face, in Inbound) {
 }
 
 // Ask starts a turn answering m as if it had been typed, with no
-// Acknowledgement: speech calls it with a final transcript, whose id is
-// the user message id. It returns the turn's handle, or nil if ctx or
-// the conversation ended first.
-func (c *Conversation) Ask(ctx context.Context, face Face, from string, m *wire.UserMessage) *Turn {
-	return c.submit(ctx, face, spec{user: m, from: from, received: time.Now(), replaces: -1})
-}
-
-// submit starts a turn on the conversation's goroutine and returns it.
-func (c *Conversation) submit(ctx context.Context, face Face, sp spec) *Turn {
+// Acknowledgement: speech calls it with a final transcript (whose id is
+// the user message id), a face that keeps the conversation itself (AG-UI)
+// with the options saying so. It returns the turn's handle, or nil if ctx
+// or the conversation ended first.
+func (c *Conversation) Ask(ctx context.Context, face Face, from string, m *wire.UserMessage, opts ...AskOption) *Turn {
+	sp := spec{user: m, from: from, received: time.Now(), replaces: -1}
+	for _, o := range opts {
+		o(&sp)
+	}
 	t := make(chan *Turn, 1)
 	c.do(func() {
 		c.handled[sp.user.ID] = true

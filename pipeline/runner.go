@@ -68,6 +68,24 @@ type spec struct {
 	toolsEnd    bool
 }
 
+// AskOption is what a face that keeps the conversation itself adds to a
+// turn it asks for.
+type AskOption func(*spec)
+
+// WithMessages gives the whole conversation the model sees, instead of
+// the stored history and the question.
+func WithMessages(m []llm.Message) AskOption { return func(s *spec) { s.messages = m } }
+
+// WithSystem appends text to the system prompt.
+func WithSystem(extra string) AskOption { return func(s *spec) { s.system = extra } }
+
+// WithClientTools offers the model tools the asking client runs itself;
+// with endTurn, a call to one ends the turn (the client answers in its
+// next request) instead of waiting for a ToolUseResult.
+func WithClientTools(tools []wire.ClientTool, endTurn bool) AskOption {
+	return func(s *spec) { s.clientTools, s.toolsEnd = tools, endTurn }
+}
+
 // run is one turn: model rounds until the model answers without calling
 // a tool, or the bound of rounds is reached.
 func (c *Conversation) run(t *Turn) {
