@@ -12,6 +12,7 @@ import (
 	"github.com/alicia-voice/alicia/llm"
 	"github.com/alicia-voice/alicia/llm/standin"
 	"github.com/alicia-voice/alicia/pipeline"
+	aguiface "github.com/alicia-voice/alicia/pipeline/agui"
 	"github.com/alicia-voice/alicia/storage"
 )
 
@@ -24,7 +25,8 @@ func BenchmarkAGUI(b *testing.B) {
 	model := httptest.NewServer(s.Handler())
 	defer model.Close()
 	client, _ := llm.New(llm.Config{Backend: "openai", URL: model.URL + "/vllm/v1", Model: "Qwen3-8B"})
-	h := pipeline.NewAGUI(pipeline.NewEngine(pipeline.Config{LLM: client, Thinking: true}, storage.NewMemory(storage.ReasoningOff)),
+	store := storage.NewMemory(storage.ReasoningOff)
+	h := aguiface.New(pipeline.NewEngine(pipeline.Config{LLM: client, Thinking: true}, store), store,
 		func(*http.Request) (string, error) { return "bench", nil })
 	srv := httptest.NewServer(h)
 	defer srv.Close()

@@ -18,6 +18,7 @@ import (
 	"github.com/alicia-voice/alicia/llm"
 	"github.com/alicia-voice/alicia/llm/standin"
 	"github.com/alicia-voice/alicia/pipeline"
+	aguiface "github.com/alicia-voice/alicia/pipeline/agui"
 	"github.com/alicia-voice/alicia/room"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
@@ -47,7 +48,7 @@ func startAGUI(t *testing.T) *aguiEnv {
 	client, _ := llm.New(llm.Config{Backend: "openai", URL: model.URL + "/vllm/v1", Model: "Qwen3-8B"})
 	store := storage.NewMemory(storage.ReasoningPlain)
 	e.cfg = startAgent(t, e.lk, client, store)
-	h := pipeline.NewAGUI(pipeline.NewEngine(pipeline.Config{LLM: client, Thinking: true}, store), room.BearerIdentity(e.lk.APIKey, e.lk.APISecret))
+	h := aguiface.New(pipeline.NewEngine(pipeline.Config{LLM: client, Thinking: true}, store), store, room.BearerIdentity(e.lk.APIKey, e.lk.APISecret))
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	e.url = srv.URL

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/alicia-voice/alicia/internal/queue"
 	"github.com/alicia-voice/alicia/llm"
 	"github.com/alicia-voice/alicia/reasoning"
 	"github.com/alicia-voice/alicia/wire"
@@ -112,9 +113,7 @@ type Conversation struct {
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 
-	qmu   sync.Mutex
-	queue []func()
-	wake  chan struct{}
+	queue *queue.Queue[func()]
 
 	// Owned by the loop goroutine.
 	handled map[string]bool // user message ids answered or being answered
@@ -122,20 +121,20 @@ type Conversation struct {
 	barrier <-chan struct{} // commands wait for it: a stopping turn
 	last    *Turn
 
-	mu       sync.Mutex
-	current  *Turn
-	local    []turnRecord    // turns this process answered, newest last
-	gone     map[string]bool // user messages this process superseded
-	watchers map[int]func(*Turn)
-	nextW    int
+	mu      sync.Mutex
+	local   []turnRecord    // turns this process answered, newest last
+	gone    map[string]bool // user messages this process superseded
+	speaker Speaker
+	// attached counts Attach calls, so that a detach undoes its own only.
+	attached int
 
 	waitMu  sync.Mutex
 	waiting map[string]chan *wire.ToolUseResult // client tool requests
 }
 
 func newConversation(e *Engine, id string) *Conversation {
-	c := &Conversation{ID: id, e: e, cfg: &e.cfg, log: e.cfg.Logger.With("conversation", id), wake: make(chan struct{}, 1),
-		handled: map[string]bool{}, gone: map[string]bool{}, watchers: map[int]func(*Turn){}, waiting: map[string]chan *wire.ToolUseResult{}}
+	c := &Conversation{ID: id, e: e, cfg: &e.cfg, log: e.cfg.Logger.With("conversation", id), queue: queue.New[func()](),
+		handled: map[string]bool{}, gone: map[string]bool{}, waiting: map[string]chan *wire.ToolUseResult{}}
 	c.ctx, c.stop = context.WithCancel(context.Background())
 	c.wg.Add(1)
 	go c.loop()
@@ -143,15 +142,7 @@ func newConversation(e *Engine, id string) *Conversation {
 }
 
 // do queues f for the conversation's goroutine; it never blocks.
-func (c *Conversation) do(f func()) {
-	c.qmu.Lock()
-	c.queue = append(c.queue, f)
-	c.qmu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-}
+func (c *Conversation) do(f func()) { c.queue.Push(f, 0) }
 
 func (c *Conversation) loop() {
 	defer c.wg.Done()
@@ -159,17 +150,15 @@ func (c *Conversation) loop() {
 		select {
 		case <-c.ctx.Done():
 			return
-		case <-c.wake:
+		case <-c.queue.Ready():
 		}
 		for {
-			c.qmu.Lock()
-			if len(c.queue) == 0 {
-				c.qmu.Unlock()
+			// One at a time, not Take: a stop queues its reply ahead of
+			// what is still waiting (doFirst).
+			f, ok := c.queue.Pop()
+			if !ok {
 				break
 			}
-			f := c.queue[0]
-			c.queue = c.queue[1:]
-			c.qmu.Unlock()
 			if c.barrier != nil {
 				// A stop or variation waits for the turn it stopped; what
 				// came after it waits too, so replies keep their order.
@@ -185,25 +174,20 @@ func (c *Conversation) loop() {
 	}
 }
 
-// Current is the running turn, or nil.
-func (c *Conversation) Current() *Turn {
+// Attach makes s the conversation's speech: it is handed every turn
+// started from now on, typed or spoken, from whichever face. A later
+// Attach replaces it; the returned func detaches it.
+func (c *Conversation) Attach(s Speaker) (detach func()) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.current
-}
-
-// Watch calls f with every turn the conversation starts, from whichever
-// face, on the conversation's goroutine: f must not block. The returned
-// func stops watching.
-func (c *Conversation) Watch(f func(*Turn)) (cancel func()) {
-	c.mu.Lock()
-	id := c.nextW
-	c.nextW++
-	c.watchers[id] = f
+	c.attached++
+	n := c.attached
+	c.speaker = s
 	c.mu.Unlock()
 	return func() {
 		c.mu.Lock()
-		delete(c.watchers, id)
+		if c.attached == n {
+			c.speaker = nil
+		}
 		c.mu.Unlock()
 	}
 }
@@ -266,7 +250,7 @@ func (c *Conversation) Handle(face Face, in Inbound) {
 		delete(c.waiting, r.RequestID)
 		c.waitMu.Unlock()
 		if ch == nil {
-			face.Send(errorBody(c.ID, wire.CodeToolNotFound, true, fmt.Sprintf("no tool request %q is waiting for a result", r.RequestID), r.RequestID), in.From)
+			face.Send(wire.NewError(c.ID, wire.CodeToolNotFound, fmt.Sprintf("no tool request %q is waiting for a result", r.RequestID), wire.About(r.RequestID)), in.From)
 			return
 		}
 		ch <- r
@@ -321,7 +305,7 @@ func (c *Conversation) handle(face Face, in Inbound) {
 		if c.e.store.Saturated() {
 			// Back-pressure: storage cannot keep up, so no new work until
 			// it drains; the user may send the message again.
-			face.Send(errorBody(c.ID, wire.CodeQueueFull, true, "The server is busy saving earlier conversations; send your message again in a moment.", b.ID), in.From)
+			face.Send(wire.NewError(c.ID, wire.CodeQueueFull, "The server is busy saving earlier conversations; send your message again in a moment.", wire.About(b.ID)), in.From)
 			return
 		}
 		c.handled[b.ID] = true
@@ -344,21 +328,13 @@ func (c *Conversation) handle(face Face, in Inbound) {
 	case *wire.Commentary:
 		ack(b.ID, "")
 	default:
-		face.Send(errorBody(c.ID, wire.CodeInvalidState, true, fmt.Sprintf("%s is not handled by this server yet", (&wire.Envelope{Body: in.Body}).Type()), ""), in.From)
+		face.Send(wire.NewError(c.ID, wire.CodeInvalidState, fmt.Sprintf("%s is not handled by this server yet", (&wire.Envelope{Body: in.Body}).Type())), in.From)
 	}
 }
 
 // doFirst queues f ahead of everything queued: a reply that must follow
 // a stopping turn but precede what came after it.
-func (c *Conversation) doFirst(f func()) {
-	c.qmu.Lock()
-	c.queue = append([]func(){f}, c.queue...)
-	c.qmu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-}
+func (c *Conversation) doFirst(f func()) { c.queue.PushFront(f) }
 
 // startTurn starts a turn that begins once the previous one is done: the
 // previous one is stopped first, since a new question replaces its answer.
@@ -370,13 +346,10 @@ func (c *Conversation) startTurn(face Face, sp spec) *Turn {
 	t := newTurn(c.ctx, face, sp, prev)
 	c.last = t
 	c.mu.Lock()
-	watchers := make([]func(*Turn), 0, len(c.watchers))
-	for _, w := range c.watchers {
-		watchers = append(watchers, w)
-	}
+	speaker := c.speaker
 	c.mu.Unlock()
-	for _, w := range watchers {
-		w(t)
+	if speaker != nil {
+		speaker.Speak(t)
 	}
 	c.wg.Add(1)
 	go func() {
@@ -385,24 +358,7 @@ func (c *Conversation) startTurn(face Face, sp spec) *Turn {
 		if prev != nil {
 			<-prev.Done()
 		}
-		c.mu.Lock()
-		c.current = t
-		c.mu.Unlock()
 		c.run(t)
-		c.mu.Lock()
-		if c.current == t {
-			c.current = nil
-		}
-		c.mu.Unlock()
 	}()
 	return t
-}
-
-func errorBody(conv string, code int32, recoverable bool, msg, originating string) *wire.ErrorMessage {
-	sev := wire.SeverityError
-	if recoverable {
-		sev = wire.SeverityWarning
-	}
-	return &wire.ErrorMessage{ID: wire.NewID("err"), ConversationID: conv, Code: code, Message: msg, Severity: sev,
-		Recoverable: recoverable, OriginatingID: originating}
 }

@@ -184,6 +184,11 @@ func newRig(t *testing.T, answer func(*llm.Request) []*llm.Event) *rig {
 	return &rig{engine: e, store: store, model: m, conv: c}
 }
 
+// speakerFunc is a speech consumer that only sees the turns handed to it.
+type speakerFunc func(*pipeline.Turn)
+
+func (f speakerFunc) Speak(t *pipeline.Turn) { f(t) }
+
 var streamingFull = pipeline.Member{Identity: "alice", Features: []string{wire.FeatureStreaming, wire.FeatureReasoningSteps}}
 
 func (r *rig) ask(face *fakeFace, stanza int32, id, text string) {
@@ -196,7 +201,7 @@ func TestFakeFaceTurnWithStepsAndSentences(t *testing.T) {
 	r.conv.Configure(context.Background(), "alice", streamingFull.Features)
 	var turns []*pipeline.Turn
 	var tmu sync.Mutex
-	stop := r.conv.Watch(func(t *pipeline.Turn) { tmu.Lock(); turns = append(turns, t); tmu.Unlock() })
+	stop := r.conv.Attach(speakerFunc(func(t *pipeline.Turn) { tmu.Lock(); turns = append(turns, t); tmu.Unlock() }))
 	defer stop()
 	r.ask(face, 1, "msg_1", "why")
 	got := face.until(t, "the final sentence", finalOf)
@@ -264,7 +269,7 @@ func TestFakeFaceStopKinds(t *testing.T) {
 			r := newRig(t, waitingAnswer)
 			face := newFace(streamingFull)
 			turns := make(chan *pipeline.Turn, 1)
-			defer r.conv.Watch(func(t *pipeline.Turn) { turns <- t })()
+			defer r.conv.Attach(speakerFunc(func(t *pipeline.Turn) { turns <- t }))()
 			r.ask(face, 1, "msg_1", "count")
 			turn := <-turns
 			// Speech plays the turn as its sentences arrive.
@@ -602,5 +607,56 @@ func TestFakeFaceAskFromTranscript(t *testing.T) {
 	h, _ := r.store.History(context.Background(), "conv_fake")
 	if len(h) != 4 || h[0].ID != "tr_1" || h[0].Content != "spoken" || h[2].ID != "msg_2" {
 		t.Fatalf("stored %+v", h)
+	}
+}
+
+// The attached speaker is handed every turn of the conversation, typed
+// or asked (spoken), once each and in order; detached, it is handed none.
+func TestAttachedSpeakerGetsEveryTurn(t *testing.T) {
+	r := newRig(t, plain)
+	face := newFace(streamingFull)
+	turns := make(chan *pipeline.Turn, 4)
+	detach := r.conv.Attach(speakerFunc(func(t *pipeline.Turn) { turns <- t }))
+	r.ask(face, 1, "msg_typed", "typed")
+	spoken := r.conv.Ask(context.Background(), face, "alice", &wire.UserMessage{ID: "msg_spoken", Content: "spoken"})
+	if got := <-turns; got.UserMessageID() != "msg_typed" {
+		t.Fatalf("first turn answers %s", got.UserMessageID())
+	}
+	if got := <-turns; got != spoken || got.UserMessageID() != "msg_spoken" {
+		t.Fatalf("second turn %p answers %s, asked %p", got, got.UserMessageID(), spoken)
+	}
+	<-spoken.Done()
+	detach()
+	// The conversation is ordered: the answer to a third message is the
+	// barrier after which its turn would have been handed over.
+	r.ask(face, 2, "msg_after", "after")
+	face.until(t, "the third answer", func(b []sentBody) bool {
+		n := 0
+		for _, s := range all[*wire.AssistantSentence](b) {
+			if s.IsFinal {
+				n++
+			}
+		}
+		return n == 3
+	})
+	if len(turns) != 0 {
+		t.Fatalf("a detached speaker was handed %s", (<-turns).UserMessageID())
+	}
+}
+
+// What speech cut short is kept as heard: the sentences played in full
+// and the one interrupted, marked.
+func TestHeardString(t *testing.T) {
+	for _, tc := range []struct {
+		h    pipeline.Heard
+		want string
+	}{
+		{pipeline.Heard{Text: "One. Two."}, "One. Two."},
+		{pipeline.Heard{Text: "One.", Partial: "Two more."}, "One. [interrupted by the user during: Two more.]"},
+		{pipeline.Heard{Partial: "One."}, "[interrupted by the user during: One.]"},
+	} {
+		if got := tc.h.String(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.h, got, tc.want)
+		}
 	}
 }

@@ -65,7 +65,7 @@ func newHandshakeRig(t *testing.T) *handshakeRig {
 	agent := room.NewAgent(cfg, store, room.NewMetrics(nil), func(id string) room.Conversation { return engine.Open(id) }, log)
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/token", agent.TokenHandler())
-	mux.Handle("/v1/preferences", engine.PreferenceHandler(room.BearerIdentity(cfg.APIKey, cfg.APISecret)))
+	mux.Handle("/v1/preferences", storage.PreferenceHandler(store, room.BearerIdentity(cfg.APIKey, cfg.APISecret), engine.Preference, engine.ReasoningDefault()))
 	api := httptest.NewServer(mux)
 	t.Cleanup(api.Close)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -515,7 +515,7 @@ func TestHandshakePreferenceAndDisplay(t *testing.T) {
 }
 
 func userToken(t *testing.T, r *handshakeRig, identity string) string {
-	tok, err := room.UserToken(r.cfg, "any", identity, identity)
+	tok, err := room.UserToken(r.cfg, "any", identity, identity, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

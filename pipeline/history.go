@@ -116,7 +116,7 @@ func (c *Conversation) resolve(t *Turn, turns []turnRecord) bool {
 		if sp.vary != "" {
 			what = string(sp.vary)
 		}
-		t.face.Send(errorBody(c.ID, wire.CodeInvalidState, true, fmt.Sprintf("%s works on the latest user message; %q is not it", what, target), target), sp.from)
+		t.face.Send(wire.NewError(c.ID, wire.CodeInvalidState, fmt.Sprintf("%s works on the latest user message; %q is not it", what, target), wire.About(target)), sp.from)
 		return false
 	}
 	sp.replaces = last
@@ -158,11 +158,11 @@ func (c *Conversation) vary(face Face, in Inbound, v *wire.ControlVariation) {
 			c.do(func() {
 				if c.edit == edit {
 					c.edit = nil
-					face.Send(errorBody(c.ID, wire.CodeInvalidState, true, "the edit expired: no new message came within 5 seconds", v.TargetID), in.From)
+					face.Send(wire.NewError(c.ID, wire.CodeInvalidState, "the edit expired: no new message came within 5 seconds", wire.About(v.TargetID)), in.From)
 				}
 			})
 		})
 	default:
-		face.Send(errorBody(c.ID, wire.CodeMalformed, true, fmt.Sprintf("unknown variation mode %q (edit, regenerate, continue)", v.Mode), v.TargetID), in.From)
+		face.Send(wire.NewError(c.ID, wire.CodeMalformed, fmt.Sprintf("unknown variation mode %q (edit, regenerate, continue)", v.Mode), wire.About(v.TargetID)), in.From)
 	}
 }

@@ -32,7 +32,7 @@ type user struct {
 }
 
 func join(t testing.TB, lk *testenv.LiveKit, cfg room.Config, roomName, identity string) *user {
-	token, err := room.UserToken(cfg, roomName, identity, identity)
+	token, err := room.UserToken(cfg, roomName, identity, identity, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

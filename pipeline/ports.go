@@ -71,3 +71,10 @@ type Inbound struct {
 type DeltaRenderer interface {
 	Delta(answerID, delta string)
 }
+
+// Speaker speaks a conversation's answers: the voice stage. Speak is
+// called with every turn the conversation starts, on the conversation's
+// goroutine, and must not block.
+type Speaker interface {
+	Speak(t *Turn)
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/livekit/protocol/auth"
 
 	"github.com/alicia-voice/alicia/pipeline"
+	aguiface "github.com/alicia-voice/alicia/pipeline/agui"
 	"github.com/alicia-voice/alicia/reasoning"
 	"github.com/alicia-voice/alicia/room"
 	"github.com/alicia-voice/alicia/storage"
@@ -24,7 +25,7 @@ func TestPreferenceAPIIsTheCallersOwn(t *testing.T) {
 	const key, secret = "APIkey", "a-secret-long-enough-for-livekit-0123456789"
 	store := storage.NewMemory(storage.ReasoningPlain)
 	e := pipeline.NewEngine(pipeline.Config{LLM: newModel(plain), ReasoningDefault: reasoning.ModeSummary}, store)
-	api := httptest.NewServer(e.PreferenceHandler(room.BearerIdentity(key, secret)))
+	api := httptest.NewServer(storage.PreferenceHandler(store, room.BearerIdentity(key, secret), e.Preference, e.ReasoningDefault()))
 	defer api.Close()
 	token := func(identity, signedWith string) string {
 		at := auth.NewAccessToken(key, signedWith).SetIdentity(identity).SetValidFor(time.Hour).SetVideoGrant(&auth.VideoGrant{RoomJoin: true})
@@ -94,7 +95,7 @@ func TestAGUIRunFollowsThePreference(t *testing.T) {
 	const key, secret = "APIkey", "a-secret-long-enough-for-livekit-0123456789"
 	store := storage.NewMemory(storage.ReasoningPlain)
 	e := pipeline.NewEngine(pipeline.Config{LLM: newModel(plain), Thinking: true, ReasoningDefault: reasoning.ModeOff}, store)
-	api := httptest.NewServer(pipeline.NewAGUI(e, room.BearerIdentity(key, secret)))
+	api := httptest.NewServer(aguiface.New(e, store, room.BearerIdentity(key, secret)))
 	defer api.Close()
 	run := func(identity, thread, forwarded string) string {
 		tok, _ := auth.NewAccessToken(key, secret).SetIdentity(identity).SetValidFor(time.Hour).ToJWT()

@@ -13,16 +13,17 @@
 //
 // A turn is a *Turn. A voice stage living beside the faces uses it so:
 //
-//   - Conversation.Watch(f) calls f with every turn started, typed or
-//     spoken; Conversation.Ask(ctx, face, from, m) starts one from a
-//     final transcript (m.ID is the transcript id, which is the user
-//     message id; no Acknowledgement or UserMessage echo is sent).
+//   - Conversation.Attach(speaker) hands speaker.Speak every turn
+//     started, typed or spoken; Conversation.Ask(ctx, face, from, m)
+//     starts one from a final transcript (m.ID is the transcript id,
+//     which is the user message id; no Acknowledgement or UserMessage
+//     echo is sent).
 //   - Turn.Sentences(ctx) yields the answer's sentences in order as each
 //     completes, and ends with the answer; reasoning never enters it.
 //   - Turn.Speak() marks speech as playing the turn (call the returned
 //     func when playout ends); Turn.SpeechInterrupted() is closed by
 //     Interrupt(wire.StopSpeech) or Interrupt(wire.StopAll): clear the
-//     audio queue then.
+//     audio queue then, and tell the turn what was Heard.
 //   - Turn.Interrupt(wire.StopGeneration) stops the model,
 //     Interrupt(wire.StopAll) both; Turn.Done() is closed when the
 //     answer is sent and saved.
@@ -179,14 +180,15 @@ func (c *Conversation) run(t *Turn) {
 	case failure != nil:
 		status = storage.StatusFailed
 		c.log.Warn("turn failed", "err", failure)
-		face.Send(errorBody(c.ID, wire.CodeServiceUnavailable, true, "The model failed while answering: "+plainReason(failure)+". What was said so far is kept.", m.ID))
+		face.Send(wire.NewError(c.ID, wire.CodeServiceUnavailable, "The model failed while answering: "+plainReason(failure)+". What was said so far is kept.", wire.About(m.ID)))
 	case ctx.Err() != nil:
 		status = storage.StatusStopped // the conversation closed
 	case a.text.Len() == 0 && !endedForTools:
-		face.Send(errorBody(c.ID, wire.CodeServiceUnavailable, true, "The model returned no answer.", m.ID))
+		face.Send(wire.NewError(c.ID, wire.CodeServiceUnavailable, "The model returned no answer.", wire.About(m.ID)))
 	}
 	content := a.text.String()
-	late := func(text string) {
+	late := func(h Heard) {
+		text := h.String()
 		c.do(func() {
 			store.SaveMessage(storage.Message{ID: t.ID, ConversationID: c.ID, PreviousID: m.ID, Role: "assistant", Content: text, Status: storage.StatusStopped, VariantOf: sp.variantOf, CreatedAt: now})
 			c.mu.Lock()
@@ -199,7 +201,7 @@ func (c *Conversation) run(t *Turn) {
 		})
 	}
 	if heard := t.takeHeard(late); heard != nil {
-		content, status = *heard, storage.StatusStopped
+		content, status = heard.String(), storage.StatusStopped
 	}
 	store.SaveMessage(storage.Message{ID: t.ID, ConversationID: c.ID, PreviousID: m.ID, Role: "assistant", Content: content, Status: status, VariantOf: sp.variantOf, CreatedAt: now})
 	c.remember(turnRecord{user: llm.Message{ID: m.ID, Role: llm.RoleUser, Content: m.Content}, encrypted: encrypted, answerID: t.ID, answer: sp.prefix + content}, sp)

@@ -3,7 +3,9 @@ package pipeline
 import (
 	"context"
 	"iter"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/alicia-voice/alicia/wire"
 )
@@ -16,6 +18,35 @@ type Sentence struct {
 	Text     string
 	// Markdown flags what speech must skip or strip (wire.Markdown*).
 	Markdown []string
+}
+
+// HasCode and HasEmphasis read the splitter's markdown flags: code is
+// skipped when spoken, emphasis markers stripped.
+func (s Sentence) HasCode() bool     { return slices.Contains(s.Markdown, wire.MarkdownCode) }
+func (s Sentence) HasEmphasis() bool { return slices.Contains(s.Markdown, wire.MarkdownEmphasis) }
+
+// Heard is how much of an answer cut short reached the user's ears.
+type Heard struct {
+	// Text is the spoken text that was played out completely, and Partial
+	// the sentence cut off in the middle, if any.
+	Text    string
+	Partial string
+	// Played and Total are the answer's audio played and synthesised.
+	Played, Total time.Duration
+}
+
+// String is the answer as it is kept: the sentences played in full, and
+// the one the user interrupted, marked as such, so that the model knows
+// in later turns where it was cut off.
+func (h Heard) String() string {
+	if h.Partial == "" {
+		return h.Text
+	}
+	text := h.Text
+	if text != "" {
+		text += " "
+	}
+	return text + "[interrupted by the user during: " + h.Partial + "]"
 }
 
 // Turn is the handle of one answer: it can be interrupted, awaited, and
@@ -43,9 +74,9 @@ type Turn struct {
 	generated bool          // the model is done (or was stopped)
 	// heard is what speech played of an answer it cut short; saved says
 	// the answer is stored already, so that a later heard re-saves it.
-	heard     *string
+	heard     *Heard
 	saved     bool
-	lateHeard func(text string)
+	lateHeard func(h Heard)
 }
 
 func newTurn(parent context.Context, face Face, sp spec, prev *Turn) *Turn {
@@ -54,6 +85,10 @@ func newTurn(parent context.Context, face Face, sp spec, prev *Turn) *Turn {
 	t.ctx, t.cancel = context.WithCancelCause(parent)
 	return t
 }
+
+// UserMessageID is the id of the user message the turn answers: speech
+// names the answer's transcript segment after it.
+func (t *Turn) UserMessageID() string { return t.UserID }
 
 // Done is closed when the turn is over: the model stopped, the answer
 // and its status are sent and saved.
@@ -143,22 +178,22 @@ func (t *Turn) Sentences(ctx context.Context) iter.Seq[Sentence] {
 // short: the stored assistant message keeps only that, marked stopped,
 // and later turns show the model only that, as LiveKit Agents truncates
 // its chat context to what was played.
-func (t *Turn) Heard(text string) {
+func (t *Turn) Heard(h Heard) {
 	t.mu.Lock()
-	t.heard = &text
+	t.heard = &h
 	late := t.lateHeard
 	if !t.saved {
 		late = nil
 	}
 	t.mu.Unlock()
 	if late != nil {
-		late(text)
+		late(h)
 	}
 }
 
 // takeHeard marks the answer as being saved and returns what was heard,
 // if speech cut it short before; a later Heard calls late.
-func (t *Turn) takeHeard(late func(text string)) *string {
+func (t *Turn) takeHeard(late func(h Heard)) *Heard {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.saved, t.lateHeard = true, late

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"maps"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -31,16 +33,25 @@ import (
 	"github.com/alicia-voice/alicia/wire"
 )
 
-// pcmQueue collects the bot's decoded voice.
+// pcmQueue collects the bot's decoded voice, and when it last carried
+// speech.
 type pcmQueue struct {
-	mu     sync.Mutex
-	ch     chan []int16
-	closed bool
+	mu       sync.Mutex
+	ch       chan []int16
+	closed   bool
+	lastLoud time.Time
 }
 
 func (q *pcmQueue) WriteSample(p media.PCM16Sample) error {
+	var sum float64
+	for _, v := range p {
+		sum += float64(v) * float64(v)
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if math.Sqrt(sum/float64(max(1, len(p)))) > 300 {
+		q.lastLoud = time.Now()
+	}
 	if !q.closed {
 		select {
 		case q.ch <- append([]int16(nil), p...):
@@ -48,6 +59,12 @@ func (q *pcmQueue) WriteSample(p media.PCM16Sample) error {
 		}
 	}
 	return nil
+}
+
+func (q *pcmQueue) loudAt() time.Time {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.lastLoud
 }
 
 func (q *pcmQueue) Close() error { q.mu.Lock(); q.closed = true; q.mu.Unlock(); return nil }
@@ -82,7 +99,7 @@ func TestVoiceTurnThroughTheEngine(t *testing.T) {
 	defer cancel()
 	cfg, store, speechURL, synthesisedTexts := voiceAgent(t, lk, question, interruption, "you said")
 	const conv = "conv_voice_engine"
-	token, err := room.UserToken(cfg, conv, "alice", "alice")
+	token, err := room.UserToken(cfg, conv, "alice", "alice", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +149,22 @@ func TestVoiceTurnThroughTheEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := u.room.LocalParticipant.PublishTrack(mic, &lksdk.TrackPublicationOptions{Name: "mic", Source: livekit.TrackSource_MICROPHONE}); err != nil {
+	micPub, err := u.room.LocalParticipant.PublishTrack(mic, &lksdk.TrackPublicationOptions{Name: "mic", Source: livekit.TrackSource_MICROPHONE})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The SDK merges a stream's trailer attributes into the map its
+	// handler was given, from another goroutine: they are read once the
+	// stream is complete.
+	type textStream struct {
+		attrs map[string]string
+		text  string
+	}
+	userStreams := make(chan textStream, 64)
+	if err := u.room.RegisterTextStreamHandler(room.TranscriptionTopic, func(r *lksdk.TextStreamReader, _ string) {
+		text := r.ReadAll()
+		userStreams <- textStream{maps.Clone(r.Info.Attributes), text}
+	}); err != nil {
 		t.Fatal(err)
 	}
 	spoken := append(append(speechtest.Silence(2000, voice.InputRate), speechtest.Render(t, question, 140, voice.InputRate)...), speechtest.Silence(1000, voice.InputRate)...)
@@ -172,6 +204,23 @@ func TestVoiceTurnThroughTheEngine(t *testing.T) {
 	}
 	if !strings.Contains(sentences[0].Text, final.Text) {
 		t.Fatalf("the answer %q does not follow the transcript %q", sentences[0].Text, final.Text)
+	}
+	// The user's own words reached the user's client on lk.transcription,
+	// on the user's microphone track, final last.
+	for sawFinal := false; !sawFinal; {
+		var r textStream
+		select {
+		case r = <-userStreams:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no final user transcript stream")
+		}
+		if r.attrs[room.AttrSegmentID] != voice.UserSegment(final.ID) {
+			continue // the agent's speech
+		}
+		if r.attrs[room.AttrTranscribedTrack] != micPub.SID() {
+			t.Fatalf("transcript on track %q, want %q", r.attrs[room.AttrTranscribedTrack], micPub.SID())
+		}
+		sawFinal = r.attrs[room.AttrTranscriptFinal] == "true" && r.text == final.Text
 	}
 
 	// The first sentence of the answer is heard on the bot's track:
@@ -222,6 +271,16 @@ func TestVoiceTurnThroughTheEngine(t *testing.T) {
 		t.Fatalf("lk.agent.state %q while the answer plays", state)
 	}
 
+	// A 150 ms click over the answer does not stop it.
+	clickAt := time.Now()
+	speak(ctx, mic, append(speechtest.Click(150, voice.InputRate), speechtest.Silence(700, voice.InputRate)...))
+	for heard.loudAt().Before(clickAt.Add(1500 * time.Millisecond)) {
+		if time.Since(clickAt) > 10*time.Second {
+			t.Fatal("the answer stopped after a click")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
 	// Talking over it interrupts it; the stored answer says what was heard.
 	speak(ctx, mic, append(speechtest.Render(t, interruption, 140, voice.InputRate), speechtest.Silence(1000, voice.InputRate)...))
 	deadline := time.Now().Add(30 * time.Second)
@@ -249,7 +308,7 @@ func TestVoiceTurnThroughTheEngine(t *testing.T) {
 		for _, e := range all {
 			switch b := e.Body.(type) {
 			case *wire.AssistantSentence:
-				ok = ok || voice.Speakable(voice.Sentence{Text: b.Text}) == text
+				ok = ok || voice.Speakable(pipeline.Sentence{Text: b.Text}) == text
 			case *wire.ReasoningStep:
 				if strings.Contains(text, b.Content) || strings.Contains(b.Content, text) {
 					t.Fatalf("synthesised reasoning: %q", text)

@@ -16,17 +16,12 @@ import (
 	"github.com/alicia-voice/alicia/pipeline/voice"
 )
 
-// SetAgentState publishes the agent's state as its participant attribute.
-func SetAgentState(lp *lksdk.LocalParticipant, s voice.State) {
-	lp.SetAttributes(map[string]string{AgentStateAttribute: string(s)})
-}
-
-// VoiceOut is the agent's voice: one Opus track, fed with PCM that
+// voiceOut is the agent's voice: one Opus track, fed with PCM that
 // server-sdk-go's PCMLocalTrack resamples to 48 kHz, encodes and sends in
 // 20 ms frames on its own clock. It writes silence whenever its queue is
 // empty, so the stream has continuous timestamps, sentences queued back to
 // back play without a gap, and nothing is sent faster than real time.
-type VoiceOut struct {
+type voiceOut struct {
 	track *lkmedia.PCMLocalTrack
 	pub   *lksdk.LocalTrackPublication
 	lp    *lksdk.LocalParticipant
@@ -41,12 +36,12 @@ type VoiceOut struct {
 	resamplers map[int]media.PCM16Writer
 }
 
-var _ voice.AudioOut = (*VoiceOut)(nil)
+var _ voice.AudioOut = (*voiceOut)(nil)
 
-// PublishVoice publishes the agent's voice track. rate is the rate most
+// publishVoice publishes the agent's voice track. rate is the rate most
 // audio will come at (the synthesiser's), so that it needs no extra
 // resampling step.
-func PublishVoice(lp *lksdk.LocalParticipant, rate int) (*VoiceOut, error) {
+func publishVoice(lp *lksdk.LocalParticipant, rate int) (*voiceOut, error) {
 	track, err := lkmedia.NewPCMLocalTrack(rate, 1, protoLogger.GetLogger())
 	if err != nil {
 		return nil, err
@@ -56,14 +51,14 @@ func PublishVoice(lp *lksdk.LocalParticipant, rate int) (*VoiceOut, error) {
 		_ = track.Close()
 		return nil, fmt.Errorf("publishing the voice track: %w", err)
 	}
-	return &VoiceOut{track: track, pub: pub, lp: lp, rate: rate, resamplers: map[int]media.PCM16Writer{}}, nil
+	return &voiceOut{track: track, pub: pub, lp: lp, rate: rate, resamplers: map[int]media.PCM16Writer{}}, nil
 }
 
 // TrackID implements voice.AudioOut.
-func (v *VoiceOut) TrackID() string { return v.pub.SID() }
+func (v *voiceOut) TrackID() string { return v.pub.SID() }
 
 // Write implements voice.AudioOut.
-func (v *VoiceOut) Write(samples []int16, rate int) error {
+func (v *voiceOut) Write(samples []int16, rate int) error {
 	if len(samples) == 0 {
 		return nil
 	}
@@ -87,7 +82,7 @@ func (v *VoiceOut) Write(samples []int16, rate int) error {
 
 // Clear implements voice.AudioOut: the queued audio is dropped, not played
 // out.
-func (v *VoiceOut) Clear() {
+func (v *voiceOut) Clear() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.track.ClearQueue()
@@ -97,14 +92,14 @@ func (v *VoiceOut) Clear() {
 }
 
 // Queued implements voice.AudioOut.
-func (v *VoiceOut) Queued() time.Duration {
+func (v *voiceOut) Queued() time.Duration {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return max(0, time.Until(v.playEnd))
 }
 
 // Close unpublishes the track.
-func (v *VoiceOut) Close() error {
+func (v *voiceOut) Close() error {
 	err := v.lp.UnpublishTrack(v.pub.SID())
 	return errors.Join(err, v.track.Close())
 }
@@ -117,29 +112,29 @@ func (w trackWriter) SampleRate() int                       { return w.t.SampleR
 func (w trackWriter) WriteSample(s media.PCM16Sample) error { return w.t.WriteSample(s) }
 func (w trackWriter) Close() error                          { return nil }
 
-// MicInput receives a speaker's audio, 16 kHz mono.
-type MicInput interface {
+// micInput receives a speaker's audio, 16 kHz mono.
+type micInput interface {
 	Write(samples []int16) error
 	Close() error
 }
 
-// IsUserMic reports whether a subscribed track is a user's microphone:
+// isUserMic reports whether a subscribed track is a user's microphone:
 // the bot listens to people, never to another agent, and never to screen
 // share audio.
-func IsUserMic(track *webrtc.TrackRemote, pub *lksdk.RemoteTrackPublication, rp *lksdk.RemoteParticipant) bool {
+func isUserMic(track *webrtc.TrackRemote, pub *lksdk.RemoteTrackPublication, rp *lksdk.RemoteParticipant) bool {
 	return track.Kind() == webrtc.RTPCodecTypeAudio && pub.Source() == livekit.TrackSource_MICROPHONE &&
 		rp.Kind() != lksdk.ParticipantAgent
 }
 
-// ListenToMic decodes a user's microphone track (Opus, through libopus)
+// listenToMic decodes a user's microphone track (Opus, through libopus)
 // and resamples it to voice.InputRate mono for in. Close the returned
 // track to stop; in is closed with it.
-func ListenToMic(track *webrtc.TrackRemote, in MicInput) (*lkmedia.PCMRemoteTrack, error) {
+func listenToMic(track *webrtc.TrackRemote, in micInput) (*lkmedia.PCMRemoteTrack, error) {
 	return lkmedia.NewPCMRemoteTrack(track, micWriter{in},
 		lkmedia.WithTargetSampleRate(voice.InputRate), lkmedia.WithTargetChannels(1))
 }
 
-type micWriter struct{ in MicInput }
+type micWriter struct{ in micInput }
 
 func (m micWriter) WriteSample(s media.PCM16Sample) error { return m.in.Write(s) }
 func (m micWriter) Close() error                          { return m.in.Close() }

@@ -165,7 +165,9 @@ func TestVoiceTracksOverLiveKit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer out.Close()
-	room.SetAgentState(bot.LocalParticipant, voice.StateListening)
+	if err := room.SetAgentState(bot, voice.StateListening); err != nil {
+		t.Fatal(err)
+	}
 
 	publishMic := func(identity string, kind lksdk.ParticipantKind, cb *lksdk.RoomCallback) (*lksdk.Room, *lkmedia.PCMLocalTrack) {
 		r, err := lksdk.ConnectToRoom(lk.URL, lksdk.ConnectInfo{APIKey: lk.APIKey, APISecret: lk.APISecret, RoomName: roomName,
@@ -245,7 +247,7 @@ func TestVoiceTracksOverLiveKit(t *testing.T) {
 	// The transcript reaches the user as LiveKit's clients read it, in the
 	// user's name.
 	userPub := firstAudio(user.LocalParticipant)
-	if err := room.SendTranscript(bot.LocalParticipant, "user", userPub, "SG_test", got, true, nil); err != nil {
+	if err := room.SendTranscript(bot, "user", userPub, "SG_test", got, true); err != nil {
 		t.Fatal(err)
 	}
 	select {

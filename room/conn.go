@@ -53,6 +53,23 @@ func (c *conn) publish(payload []byte, to []string) error {
 		lksdk.WithDataPublishTopic(Topic), lksdk.WithDataPublishDestination(to))
 }
 
+func (c *conn) publishPacket(p *livekit.DataPacket, to []string) error {
+	r, err := c.ready()
+	if err != nil {
+		return err
+	}
+	return r.LocalParticipant.PublishDataPacket(streamPacket{p}, lksdk.WithDataPublishReliable(true), lksdk.WithDataPublishDestination(to))
+}
+
+func (c *conn) setAttributes(attrs map[string]string) error {
+	r, err := c.ready()
+	if err != nil {
+		return err
+	}
+	r.LocalParticipant.SetAttributes(attrs)
+	return nil
+}
+
 func (c *conn) connection(identity string) string {
 	r := c.get()
 	if r == nil {

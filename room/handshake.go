@@ -23,9 +23,9 @@ func (s *Session) configure(from string, stanza int32, c *wire.Configuration) {
 	reply := s.configuration(from, effective)
 	s.post(func() {
 		if c.LastSequenceSeen > 0 && !s.replay(from, c.LastSequenceSeen) {
-			s.emit(errorBody(s.ID, wire.CodeInvalidState, wire.SeverityError, false,
-				fmt.Sprintf("cannot resume after stanza -%d: the envelopes after it are no longer kept; start again", c.LastSequenceSeen), ""),
-				[]string{from}, map[string]any{"originatingStanzaId": stanza}, true)
+			s.emit(wire.NewError(s.ID, wire.CodeInvalidState,
+				fmt.Sprintf("cannot resume after stanza -%d: the envelopes after it are no longer kept; start again", c.LastSequenceSeen), wire.Unrecoverable()),
+				[]string{from}, originating(stanza), true)
 			return
 		}
 		s.sync(from)

@@ -12,6 +12,7 @@ import (
 	"github.com/livekit/protocol/livekit"
 	lksdk "github.com/livekit/server-sdk-go/v2"
 
+	"github.com/alicia-voice/alicia/internal/httpjson"
 	"github.com/alicia-voice/alicia/reasoning"
 
 	"github.com/alicia-voice/alicia/wire"
@@ -39,15 +40,11 @@ type tokenResponse struct {
 }
 
 // UserToken mints a token for identity to join room, whose room
-// configuration dispatches the agent when the join creates the room.
-func UserToken(cfg Config, room, identity, name string) (string, error) {
-	return UserTokenWithAttributes(cfg, room, identity, name, nil)
-}
-
-// UserTokenWithAttributes is UserToken with participant attributes (see
-// AttrFeatures), which the bot reads when it joins. The token lets its
-// participant set its own attributes, so a client may change them later.
-func UserTokenWithAttributes(cfg Config, room, identity, name string, attrs map[string]string) (string, error) {
+// configuration dispatches the agent when the join creates the room, with
+// participant attributes (see AttrFeatures; nil for none), which the bot
+// reads when it joins. The token lets its participant set its own
+// attributes, so a client may change them later.
+func UserToken(cfg Config, room, identity, name string, attrs map[string]string) (string, error) {
 	cfg.withDefaults()
 	grant := &auth.VideoGrant{RoomJoin: true, Room: room}
 	grant.SetCanUpdateOwnMetadata(true)
@@ -74,11 +71,7 @@ func (a *Agent) TokenHandler() http.Handler {
 		secret = a.cfg.APISecret
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fail := func(status int, msg string) {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(status)
-			_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
-		}
+		fail := func(status int, msg string) { httpjson.Error(w, status, msg) }
 		given, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		if subtle.ConstantTimeCompare([]byte(given), []byte(secret)) != 1 {
 			fail(http.StatusUnauthorized, "a valid bearer secret is required")
@@ -116,7 +109,7 @@ func (a *Agent) TokenHandler() http.Handler {
 			}
 			attrs[AttrReasoningPreference] = string(req.ReasoningPreference)
 		}
-		token, err := UserTokenWithAttributes(a.cfg, req.Room, req.Identity, req.Name, attrs)
+		token, err := UserToken(a.cfg, req.Room, req.Identity, req.Name, attrs)
 		if err != nil {
 			fail(http.StatusInternalServerError, err.Error())
 			return

@@ -21,7 +21,7 @@ import (
 func (s *Session) receive(from string, payload []byte) {
 	if !s.enqueue(rawPacket{from: from, payload: payload, received: time.Now()}) {
 		s.metrics.badInput.WithLabelValues("504").Inc()
-		s.sendError(from, wire.CodeQueueFull, wire.SeverityWarning, true, "too many envelopes at once; send this one again", 0, false, "")
+		s.sendError(from, wire.NewError(s.ID, wire.CodeQueueFull, "too many envelopes at once; send this one again"))
 	}
 }
 
@@ -46,7 +46,7 @@ func (s *Session) enqueue(p rawPacket) bool {
 	if p.event != eventNone {
 		limit = 0
 	}
-	return s.inbox.push(p, limit)
+	return s.inbox.Push(p, limit)
 }
 
 func (s *Session) run() {
@@ -55,9 +55,9 @@ func (s *Session) run() {
 		select {
 		case <-s.ctx.Done():
 			return
-		case <-s.inbox.ready:
+		case <-s.inbox.Ready():
 		}
-		for _, p := range s.inbox.take() {
+		for _, p := range s.inbox.Take() {
 			if s.ctx.Err() != nil {
 				return
 			}
@@ -107,21 +107,26 @@ func (s *Session) handle(p rawPacket) {
 		}
 		s.metrics.badInput.WithLabelValues(strconv.Itoa(int(de.Code))).Inc()
 		s.log.Warn("bad envelope", "from", p.from, "err", err)
-		s.sendError(p.from, de.Code, wire.SeverityError, true, de.Error(), de.StanzaID, de.HasStanzaID, "")
+		e := wire.NewError(s.ID, de.Code, de.Error(), wire.Severe())
+		if de.HasStanzaID {
+			s.sendError(p.from, e, de.StanzaID)
+		} else {
+			s.sendError(p.from, e)
+		}
 		return
 	}
 	if env.StanzaID <= 0 {
 		// A client numbers 1, 2, 3…: a zero or negative stanza claims to
 		// come from a server.
 		s.metrics.badInput.WithLabelValues("101").Inc()
-		s.sendError(p.from, wire.CodeMalformed, wire.SeverityError, true,
-			fmt.Sprintf("stanza %d: clients number their envelopes 1, 2, 3…; negative stanzas are the server's", env.StanzaID), env.StanzaID, true, bodyID(env))
+		s.sendError(p.from, wire.NewError(s.ID, wire.CodeMalformed,
+			fmt.Sprintf("stanza %d: clients number their envelopes 1, 2, 3…; negative stanzas are the server's", env.StanzaID), wire.Severe(), wire.About(bodyID(env))), env.StanzaID)
 		return
 	}
 	if env.ConversationID != "" && env.ConversationID != s.ID {
 		s.metrics.badInput.WithLabelValues("201").Inc()
-		s.sendError(p.from, wire.CodeConversationNotFound, wire.SeverityError, true,
-			fmt.Sprintf("this room is conversation %s, not %s", s.ID, env.ConversationID), env.StanzaID, true, bodyID(env))
+		s.sendError(p.from, wire.NewError(s.ID, wire.CodeConversationNotFound,
+			fmt.Sprintf("this room is conversation %s, not %s", s.ID, env.ConversationID), wire.Severe(), wire.About(bodyID(env))), env.StanzaID)
 		return
 	}
 	if s.duplicate(p.from, env.StanzaID, p.payload) {
@@ -170,16 +175,16 @@ func (s *Session) isKnown(identity string) bool {
 func (s *Session) hold(from string, in pipeline.Inbound, id string) {
 	if len(s.held[from]) >= heldMax {
 		s.metrics.badInput.WithLabelValues("504").Inc()
-		s.sendError(from, wire.CodeQueueFull, wire.SeverityWarning, true,
-			"too many messages waiting for this client's Configuration; send a Configuration, then this message again", in.StanzaID, true, id)
+		s.sendError(from, wire.NewError(s.ID, wire.CodeQueueFull,
+			"too many messages waiting for this client's Configuration; send a Configuration, then this message again", wire.About(id)), in.StanzaID)
 		return
 	}
 	s.held[from] = append(s.held[from], in)
 	if len(s.held[from]) == 1 {
 		s.log.Info("message before the client's Configuration; kept until it comes", "identity", from)
-		s.sendError(from, wire.CodeInvalidState, wire.SeverityWarning, true,
+		s.sendError(from, wire.NewError(s.ID, wire.CodeInvalidState,
 			"waiting for this client's Configuration: send one (or set the participant attribute "+AttrFeatures+
-				") saying what it can display; this message is kept and answered then", in.StanzaID, true, id)
+				") saying what it can display; this message is kept and answered then", wire.About(id)), in.StanzaID)
 	}
 }
 

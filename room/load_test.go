@@ -58,7 +58,7 @@ func TestConfiguredMaximumIsReachable(t *testing.T) {
 		c := joinAs(t, e, room, "user")
 		c.wait(fmt.Sprintf("the bot in room %d of %d", i+1, max), func(g []*wire.Envelope) bool { return count[*wire.Configuration](g) > 0 })
 	}
-	if n := len(e.agent.Sessions()); n != max {
+	if n := len(e.agent.sessions()); n != max {
 		t.Fatalf("%d sessions, want %d", n, max)
 	}
 	if logged.containing("worker full") == 0 {
@@ -75,7 +75,7 @@ func TestDeletedRoomStaysDeleted(t *testing.T) {
 	e := startAgent(t, lk, storage.NewMemory(storage.ReasoningPlain))
 	const room = "conv_deleted"
 	greeted(t, e, room, "user")
-	sessions := e.agent.Sessions()
+	sessions := e.agent.sessions()
 	if len(sessions) != 1 {
 		t.Fatalf("%d sessions", len(sessions))
 	}
@@ -87,7 +87,7 @@ func TestDeletedRoomStaysDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The bot's job has ended (and with it any dispatch it asked for).
-	for slices.Contains(e.agent.Sessions(), bot) {
+	for slices.Contains(e.agent.sessions(), bot) {
 		select {
 		case <-ctx.Done():
 			t.Fatal("the bot's session outlived its deleted room")

@@ -21,14 +21,14 @@ func (s *Session) Send(body wire.Body, to ...string) {
 // post queues op for the writer goroutine, which owns the numbering, the
 // members' sync state and the replay ring, and does the session's network
 // and durable-log I/O with no lock held.
-func (s *Session) post(op func()) { s.ops.push(op, 0) }
+func (s *Session) post(op func()) { s.ops.Push(op, 0) }
 
 // write runs the queued ops in order until quit, then what is left.
 func (s *Session) write() {
 	defer close(s.writerDone)
 	for {
 		select {
-		case <-s.ops.ready:
+		case <-s.ops.Ready():
 			s.runOps()
 		case <-s.quit:
 			s.runOps()
@@ -39,7 +39,7 @@ func (s *Session) write() {
 
 func (s *Session) runOps() {
 	for {
-		ops := s.ops.take()
+		ops := s.ops.Take()
 		if len(ops) == 0 {
 			return
 		}
@@ -170,17 +170,16 @@ func (s *Session) publish(payload []byte, to []string) {
 	}
 }
 
-func errorBody(conv string, code int32, sev wire.Severity, recoverable bool, msg, originating string) *wire.ErrorMessage {
-	return &wire.ErrorMessage{ID: wire.NewID("err"), ConversationID: conv, Code: code, Message: msg, Severity: sev,
-		Recoverable: recoverable, OriginatingID: originating}
+// sendError answers a sender with an ErrorMessage, at once (as a
+// handshake envelope, never replayed); the offending stanza, when there
+// is one, travels in the envelope's meta.
+func (s *Session) sendError(to string, e *wire.ErrorMessage, stanza ...int32) {
+	var meta map[string]any
+	if len(stanza) > 0 {
+		meta = originating(stanza[0])
+	}
+	s.post(func() { s.emit(e, []string{to}, meta, true) })
 }
 
-// sendError answers a sender with an ErrorMessage; the offending stanza
-// travels in the envelope's meta as originatingStanzaId.
-func (s *Session) sendError(to string, code int32, sev wire.Severity, recoverable bool, msg string, stanza int32, hasStanza bool, originating string) {
-	var meta map[string]any
-	if hasStanza {
-		meta = map[string]any{"originatingStanzaId": stanza}
-	}
-	s.post(func() { s.emit(errorBody(s.ID, code, sev, recoverable, msg, originating), []string{to}, meta, true) })
-}
+// originating is the meta naming the client stanza an error answers.
+func originating(stanza int32) map[string]any { return map[string]any{"originatingStanzaId": stanza} }

@@ -146,7 +146,7 @@ func joinAs(t *testing.T, e *env, roomName, identity string) *client {
 
 func joinWith(t *testing.T, e *env, roomName, identity string, attrs map[string]string) *client {
 	t.Helper()
-	token, err := UserTokenWithAttributes(e.cfg, roomName, identity, identity, attrs)
+	token, err := UserToken(e.cfg, roomName, identity, identity, attrs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +395,7 @@ func TestResumeAfterClientDisconnect(t *testing.T) {
 	// comes back under the same identity before LiveKit has told the bot
 	// may receive a live envelope ahead of its replay: see the closing
 	// note of the room issue.
-	sess := e.agent.Sessions()[0]
+	sess := e.agent.sessions()[0]
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if sess.out.connection("alice") == "" {

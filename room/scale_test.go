@@ -46,13 +46,13 @@ func TestTwoProcessesShareRooms(t *testing.T) {
 		})
 		clients[room] = c
 	}
-	onA, onB := len(a.agent.Sessions()), len(b.agent.Sessions())
+	onA, onB := len(a.agent.sessions()), len(b.agent.sessions())
 	t.Logf("rooms: %d on process A, %d on process B", onA, onB)
 	if onA+onB != 20 || onA == 0 || onB == 0 {
 		t.Fatalf("rooms are not shared: %d and %d", onA, onB)
 	}
 	moved := map[string]int32{} // room → last stanza before the handover
-	for _, s := range a.agent.Sessions() {
+	for _, s := range a.agent.sessions() {
 		c := clients[s.ID]
 		c.mu.Lock()
 		moved[s.ID] = -c.got[len(c.got)-1].StanzaID
@@ -72,7 +72,7 @@ func TestTwoProcessesShareRooms(t *testing.T) {
 		})
 	}
 	t.Logf("%d rooms taken over by process B in %v", len(moved), time.Since(start))
-	if n := len(b.agent.Sessions()); n != 20 {
+	if n := len(b.agent.sessions()); n != 20 {
 		t.Fatalf("process B holds %d rooms, want 20", n)
 	}
 }

@@ -8,7 +8,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/livekit/protocol/livekit"
+
+	"github.com/alicia-voice/alicia/internal/queue"
 	"github.com/alicia-voice/alicia/pipeline"
+	"github.com/alicia-voice/alicia/pipeline/voice"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
 )
@@ -44,6 +48,11 @@ type publisher interface {
 	// attributes asks LiveKit for a participant's attributes, for one
 	// whose packets reach the bot before the bot is told it joined.
 	attributes(ctx context.Context, identity string) (map[string]string, error)
+	// publishPacket sends a data-stream packet built by hand (the
+	// lk.transcription streams).
+	publishPacket(p *livekit.DataPacket, to []string) error
+	// setAttributes sets the bot's own participant attributes.
+	setAttributes(attrs map[string]string) error
 }
 
 // sent is one envelope in the session's replay log.
@@ -68,14 +77,14 @@ type Session struct {
 	out     publisher
 
 	// inbox: what the room delivered, handled in order by run.
-	inbox *queue[rawPacket]
+	inbox *queue.Queue[rawPacket]
 	ctx   context.Context
 	stop  context.CancelFunc
 	wg    sync.WaitGroup
 
 	// The writer goroutine's: the queue of ops it runs, and what only it
 	// touches.
-	ops        *queue[func()]
+	ops        *queue.Queue[func()]
 	quit       chan struct{}
 	writerDone chan struct{}
 	// wctx ends the writer's I/O once Close gave up waiting for it.
@@ -91,7 +100,9 @@ type Session struct {
 	// quickly rejoining participant without any event, so the connection
 	// id is checked at every send.
 	members map[string]string
-	ring    []sent
+	// speech is what the voice stage publishes, and the agent's state.
+	speech *speech
+	ring   []sent
 	// ringBytes bounds the in-memory log by size as well as count.
 	ringBytes int
 
@@ -180,10 +191,11 @@ type SessionConfig struct {
 
 func newSession(parent context.Context, c SessionConfig, out publisher) *Session {
 	s := &Session{ID: c.ID, log: c.Logger.With("conversation", c.ID), store: c.Store,
-		metrics: c.Metrics, out: out, inbox: newQueue[rawPacket](),
-		ops: newQueue[func()](), quit: make(chan struct{}), writerDone: make(chan struct{}),
+		metrics: c.Metrics, out: out, inbox: queue.New[rawPacket](),
+		ops: queue.New[func()](), quit: make(chan struct{}), writerDone: make(chan struct{}),
 		seen: map[string]map[int32]uint64{}, members: map[string]string{}, present: map[string]bool{}, features: map[string][]string{}, tools: map[string][]wire.ClientTool{},
 		known: map[string]bool{}, held: map[string][]pipeline.Inbound{}, asked: map[string]bool{}}
+	s.speech = &speech{s: s, answers: map[string]*textStream{}}
 	s.ctx, s.stop = context.WithCancel(parent)
 	s.wctx, s.wcancel = context.WithCancel(context.WithoutCancel(parent))
 	s.conv = c.Open(c.ID)
@@ -205,6 +217,14 @@ func (s *Session) Members() []pipeline.Member {
 	}
 	return out
 }
+
+// setAgentState publishes the agent's state (lk.agent.state), on the
+// writer.
+func (s *Session) setAgentState(st voice.State) { s.post(func() { s.speech.setState(st) }) }
+
+// reconnected is the room's connection back after the SDK resumed it:
+// what could not be published meanwhile and is not replayed is sent again.
+func (s *Session) reconnected() { s.post(s.speech.reconnected) }
 
 // drainWait bounds how long Close lets the writer send what is queued.
 const drainWait = 5 * time.Second

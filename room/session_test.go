@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livekit/protocol/livekit"
+
 	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
@@ -20,21 +22,56 @@ type recorder struct {
 		payload []byte
 		to      []string
 	}
+	packets []*livekit.DataPacket
+	attrs   []map[string]string
+	// order names what was published, in order: envelope, packet or
+	// attributes.
+	order []string
+	// down fails every publish, as a room that is reconnecting does.
+	down bool
 }
 
 func (r *recorder) publish(p []byte, to []string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.down {
+		return errNotConnected
+	}
 	r.sent = append(r.sent, struct {
 		payload []byte
 		to      []string
 	}{p, to})
+	r.order = append(r.order, "envelope")
 	return nil
 }
 func (r *recorder) publishStream(p []byte, to []string) error { return r.publish(p, to) }
 func (r *recorder) connection(identity string) string         { return "PA_" + identity }
 func (r *recorder) attributes(context.Context, string) (map[string]string, error) {
 	return nil, nil
+}
+
+// publishPacket and setAttributes keep the stream packets and attribute
+// changes in the same order as the envelopes: one publisher.
+func (r *recorder) publishPacket(p *livekit.DataPacket, to []string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.down {
+		return errNotConnected
+	}
+	r.packets = append(r.packets, p)
+	r.order = append(r.order, "packet")
+	return nil
+}
+
+func (r *recorder) setAttributes(attrs map[string]string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.down {
+		return errNotConnected
+	}
+	r.attrs = append(r.attrs, attrs)
+	r.order = append(r.order, "attributes")
+	return nil
 }
 
 func (r *recorder) envelopes(t *testing.T) []*wire.Envelope {

@@ -1,12 +1,16 @@
 package room
 
 import (
+	"context"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/livekit/protocol/livekit"
-	lksdk "github.com/livekit/server-sdk-go/v2"
+
+	"github.com/alicia-voice/alicia/pipeline/voice"
+	"github.com/alicia-voice/alicia/wire"
 )
 
 // TranscriptionTopic is where LiveKit's clients read transcripts, and
@@ -18,25 +22,31 @@ const (
 	AttrTranscriptFinal  = "lk.transcription_final"
 )
 
-// TextStream is one text stream on TranscriptionTopic, hand-built like
+// AgentStateAttribute is the participant attribute in which LiveKit
+// agents publish their state (initializing, listening, thinking,
+// speaking), as LiveKit's client components read it.
+const AgentStateAttribute = "lk.agent.state"
+
+// textStream is one text stream on TranscriptionTopic, hand-built like
 // the envelope streams (conn.go): besides the SDK writer's delay, it always
 // names the bot as the sender, and transcripts of a user's words must name
-// the user, which the server keeps because the bot is an agent.
-type TextStream struct {
-	lp     *lksdk.LocalParticipant
+// the user, which the server keeps because the bot is an agent. It is
+// written on the session's writer only.
+type textStream struct {
+	out    publisher
 	id     string
 	sender string
 	dest   []string
 	next   uint64
 }
 
-// OpenTranscript starts a text stream with the transcription attributes
+// openTranscript starts a text stream with the transcription attributes
 // of one segment. sender is whose words they are (a user's identity for
 // the user's speech, empty for the bot's own); dest empty means everyone.
 // final goes in the header: true for a complete final transcript sent in
 // one go, false for a stream whose trailer will say.
-func OpenTranscript(lp *lksdk.LocalParticipant, sender, trackID, segmentID string, final bool, dest []string) (*TextStream, error) {
-	s := &TextStream{lp: lp, id: uuid.NewString(), sender: sender, dest: dest}
+func openTranscript(out publisher, sender, trackID, segmentID string, final bool, dest []string) (*textStream, error) {
+	s := &textStream{out: out, id: uuid.NewString(), sender: sender, dest: dest}
 	err := s.send(&livekit.DataPacket{Value: &livekit.DataPacket_StreamHeader{StreamHeader: &livekit.DataStream_Header{
 		StreamId:  s.id,
 		Timestamp: time.Now().UnixMilli(),
@@ -55,35 +65,126 @@ func OpenTranscript(lp *lksdk.LocalParticipant, sender, trackID, segmentID strin
 	return s, err
 }
 
-// Write appends text to the stream.
-func (s *TextStream) Write(text string) error {
+// write appends text to the stream.
+func (s *textStream) write(text string) error {
 	c := &livekit.DataStream_Chunk{StreamId: s.id, ChunkIndex: s.next, Content: []byte(text)}
 	s.next++
 	return s.send(&livekit.DataPacket{Value: &livekit.DataPacket_StreamChunk{StreamChunk: c}})
 }
 
-// Close ends the stream, final or not (an interrupted answer is not).
-func (s *TextStream) Close(final bool) error {
+// close ends the stream, final or not (an interrupted answer is not).
+func (s *textStream) close(final bool) error {
 	return s.send(&livekit.DataPacket{Value: &livekit.DataPacket_StreamTrailer{StreamTrailer: &livekit.DataStream_Trailer{
 		StreamId:   s.id,
 		Attributes: map[string]string{AttrTranscriptFinal: strconv.FormatBool(final)},
 	}}})
 }
 
-func (s *TextStream) send(p *livekit.DataPacket) error {
+func (s *textStream) send(p *livekit.DataPacket) error {
 	p.ParticipantIdentity = s.sender
-	return s.lp.PublishDataPacket(streamPacket{p}, lksdk.WithDataPublishReliable(true), lksdk.WithDataPublishDestination(s.dest))
+	return s.out.publishPacket(p, s.dest)
 }
 
-// SendTranscript publishes one update of a segment as a whole stream, as
+// sendTranscript publishes one update of a segment as a whole stream, as
 // LiveKit Agents does for a user's interim and final transcripts.
-func SendTranscript(lp *lksdk.LocalParticipant, sender, trackID, segmentID, text string, final bool, dest []string) error {
-	s, err := OpenTranscript(lp, sender, trackID, segmentID, final, dest)
+func sendTranscript(out publisher, sender, trackID, segmentID, text string, final bool) error {
+	s, err := openTranscript(out, sender, trackID, segmentID, final, nil)
 	if err != nil {
 		return err
 	}
-	if err := s.Write(text); err != nil {
+	if err := s.write(text); err != nil {
 		return err
 	}
-	return s.Close(final)
+	return s.close(final)
+}
+
+// speech is the session's voice.Room: what the voice stage says to the
+// participants (Alicia Transcriptions, the lk.transcription streams, the
+// agent's state) leaves through the session's writer like every
+// envelope, in one order, and waits out a reconnecting room the same way.
+type speech struct {
+	s *Session
+	// The writer's: the agent's answers being spoken, as open streams;
+	// the state to show, and whether LiveKit has it.
+	answers map[string]*textStream
+	state   voice.State
+	stale   bool
+}
+
+var _ voice.Room = (*speech)(nil)
+
+// Transcript implements voice.Room. Interim transcripts replace each
+// other under the utterance's id; the final one's id is the user
+// message's.
+func (v *speech) Transcript(_ context.Context, t voice.Transcript) {
+	v.s.Send(&wire.Transcription{ID: t.ID, ConversationID: v.s.ID, Text: t.Text, Final: t.Final})
+	v.s.post(func() {
+		if err := sendTranscript(v.s.out, t.Speaker, t.TrackID, voice.UserSegment(t.ID), t.Text, t.Final); err != nil {
+			v.s.log.Warn("publishing a transcript stream", "err", err)
+		}
+	})
+}
+
+// AgentSpeech implements voice.Room: the sentences of one answer are the
+// chunks of one stream, final when the last sentence is spoken.
+func (v *speech) AgentSpeech(_ context.Context, sp voice.AgentSpeech) {
+	v.s.post(func() { v.agentSpeech(sp) })
+}
+
+func (v *speech) agentSpeech(sp voice.AgentSpeech) {
+	st := v.answers[sp.SegmentID]
+	if st == nil {
+		// A new answer: one cut short is closed as not final.
+		for id, old := range v.answers {
+			_ = old.close(false)
+			delete(v.answers, id)
+		}
+		var err error
+		if st, err = openTranscript(v.s.out, "", sp.TrackID, sp.SegmentID, false, nil); err != nil {
+			v.s.log.Warn("publishing the agent's transcript", "err", err)
+			return
+		}
+		v.answers[sp.SegmentID] = st
+	}
+	if sp.Text != "" {
+		text := sp.Text
+		if st.next > 0 {
+			text = " " + text
+		}
+		if err := st.write(text); err != nil {
+			v.s.log.Warn("publishing the agent's transcript", "err", err)
+		}
+	}
+	if sp.Final {
+		delete(v.answers, sp.SegmentID)
+		_ = st.close(true)
+	}
+}
+
+// SetState implements voice.Room.
+func (v *speech) SetState(_ context.Context, st voice.State) { v.s.post(func() { v.setState(st) }) }
+
+// setState publishes the agent's state as its participant attribute. A
+// room that is reconnecting gets it once it is back (reconnected).
+func (v *speech) setState(st voice.State) {
+	v.state = st
+	v.stale = v.s.out.setAttributes(map[string]string{AgentStateAttribute: string(st)}) != nil
+}
+
+// reconnected re-publishes the state LiveKit missed.
+func (v *speech) reconnected() {
+	if v.stale {
+		v.setState(v.state)
+	}
+}
+
+// WantsAudio implements voice.Room: whether any client announced
+// audio_output.
+func (v *speech) WantsAudio() bool {
+	for _, m := range v.s.Members() {
+		if slices.Contains(m.Features, wire.FeatureAudioOutput) {
+			return true
+		}
+	}
+	return false
 }

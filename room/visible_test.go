@@ -20,7 +20,7 @@ func TestBotIsVisibleAsSoonAsItJoins(t *testing.T) {
 	lk := testenv.StartLiveKit(t)
 	e := startAgent(t, lk, storage.NewMemory(storage.ReasoningPlain))
 	const roomName = "conv_visible"
-	token, err := UserToken(e.cfg, roomName, "user", "user")
+	token, err := UserToken(e.cfg, roomName, "user", "user", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

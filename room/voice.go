@@ -10,114 +10,89 @@ import (
 	lkmedia "github.com/livekit/server-sdk-go/v2/pkg/media"
 	"github.com/pion/webrtc/v4"
 
+	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/pipeline/voice"
-	"github.com/alicia-voice/alicia/wire"
 )
 
-// VoiceRoom is the LiveKit side of a conversation's voice stage: it
-// implements voice.Room with Alicia Transcriptions plus the
-// lk.transcription streams and agent-state attribute that stock LiveKit
-// clients read.
-type VoiceRoom struct {
-	lp             *lksdk.LocalParticipant
-	conversationID string
-	// sendTranscription sends an Alicia Transcription (type 9) to every
-	// participant of the conversation.
-	sendTranscription func(ctx context.Context, t *wire.Transcription)
-	wantsAudio        func() bool
-	log               *slog.Logger
-
-	mu       sync.Mutex
-	segments map[string]*TextStream // the agent's answers being spoken
+// VoiceConfig turns the voice path on: every room gets the agent's voice
+// track and listens to its users' microphones.
+type VoiceConfig struct {
+	Stage voice.Config
+	// OutputRate is the synthesiser's sample rate, the voice track's
+	// source rate.
+	OutputRate int
 }
 
-var _ voice.Room = (*VoiceRoom)(nil)
+// EnableVoice turns the voice path on for the rooms joined from now on.
+func (a *Agent) EnableVoice(cfg VoiceConfig) { a.voice = &cfg }
 
-// NewVoiceRoom binds a voice stage to the room lp is in. send carries
-// Transcriptions through the conversation's outbox; wantsAudio reports
-// whether a participant announced audio_output.
-func NewVoiceRoom(lp *lksdk.LocalParticipant, conversationID string, send func(context.Context, *wire.Transcription), wantsAudio func() bool, log *slog.Logger) *VoiceRoom {
-	return &VoiceRoom{lp: lp, conversationID: conversationID, sendTranscription: send, wantsAudio: wantsAudio, log: log,
-		segments: map[string]*TextStream{}}
+// spoken is what the voice path needs of a conversation beyond
+// Conversation; *pipeline.Conversation has it.
+type spoken interface {
+	voice.Conversation
+	Attach(s pipeline.Speaker) (detach func())
 }
 
-// Transcript implements voice.Room. Interim transcripts replace each
-// other under the utterance's id; the final one's id is the user
-// message's.
-func (v *VoiceRoom) Transcript(ctx context.Context, t voice.Transcript) {
-	v.sendTranscription(ctx, &wire.Transcription{ID: t.ID, ConversationID: v.conversationID, Text: t.Text, Final: t.Final})
-	if err := SendTranscript(v.lp, t.Speaker, t.TrackID, voice.UserSegment(t.ID), t.Text, t.Final, nil); err != nil {
-		v.log.Warn("publishing a transcript stream", "err", err)
-	}
+// voiceJob binds one room's voice stage to LiveKit: the microphones in,
+// the voice track out. The stage itself is the conversation's: it asks
+// the engine and speaks every turn the engine hands it.
+type voiceJob struct {
+	cfg  VoiceConfig
+	log  *slog.Logger
+	mics *mics
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	out    *voiceOut
+	detach func()
 }
 
-// AgentSpeech implements voice.Room: the sentences of one answer are the
-// chunks of one stream, final when the last sentence is spoken.
-func (v *VoiceRoom) AgentSpeech(_ context.Context, s voice.AgentSpeech) {
-	v.mu.Lock()
-	st := v.segments[s.SegmentID]
-	var stale []*TextStream
-	if st == nil {
-		// A new answer: one cut short is closed as not final.
-		for id, old := range v.segments {
-			stale = append(stale, old)
-			delete(v.segments, id)
-		}
+func newVoiceJob(parent context.Context, cfg VoiceConfig, log *slog.Logger) *voiceJob {
+	ctx, cancel := context.WithCancel(parent)
+	return &voiceJob{cfg: cfg, log: log, mics: &mics{log: log, tracks: map[string]*lkmedia.PCMRemoteTrack{}}, ctx: ctx, cancel: cancel}
+}
+
+// start publishes the voice and starts listening, once the room is
+// joined.
+func (v *voiceJob) start(r *lksdk.Room, sess *Session) {
+	conv, ok := sess.conv.(spoken)
+	if !ok {
+		v.log.Warn("voice: the conversation engine cannot take spoken turns")
+		return
 	}
-	v.mu.Unlock()
-	for _, old := range stale {
-		_ = old.Close(false)
+	out, err := publishVoice(r.LocalParticipant, v.cfg.OutputRate)
+	if err != nil {
+		v.log.Error("voice: publishing the voice track", "err", err)
+		return
 	}
-	if st == nil {
-		var err error
-		if st, err = OpenTranscript(v.lp, "", s.TrackID, s.SegmentID, false, nil); err != nil {
-			v.log.Warn("publishing the agent's transcript", "err", err)
-			return
-		}
-		v.mu.Lock()
-		v.segments[s.SegmentID] = st
-		v.mu.Unlock()
+	v.out = out
+	stage := voice.New(v.cfg.Stage, voice.NewAsker(conv, sess), sess.speech, out)
+	v.wg.Add(1)
+	go func() {
+		defer v.wg.Done()
+		stage.Run(v.ctx)
+	}()
+	v.detach = conv.Attach(stage)
+	v.mics.start(r, stage)
+}
+
+// stop ends the room's voice and waits for it.
+func (v *voiceJob) stop() {
+	if v.detach != nil {
+		v.detach()
 	}
-	if s.Text != "" {
-		text := s.Text
-		if st.next > 0 {
-			text = " " + text
-		}
-		if err := st.Write(text); err != nil {
-			v.log.Warn("publishing the agent's transcript", "err", err)
-		}
-	}
-	if s.Final {
-		v.mu.Lock()
-		delete(v.segments, s.SegmentID)
-		v.mu.Unlock()
-		_ = st.Close(true)
+	v.mics.close()
+	v.cancel()
+	v.wg.Wait()
+	if v.out != nil {
+		_ = v.out.Close()
 	}
 }
 
-// SetState implements voice.Room.
-func (v *VoiceRoom) SetState(_ context.Context, s voice.State) { SetAgentState(v.lp, s) }
-
-// WantsAudio implements voice.Room.
-func (v *VoiceRoom) WantsAudio() bool { return v.wantsAudio() }
-
-// WantsAudio reports whether any of the clients' features include
-// audio_output.
-func WantsAudio(features ...[]string) bool {
-	for _, f := range features {
-		for _, x := range f {
-			if x == wire.FeatureAudioOutput {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// Mics subscribes the bot to users' microphone tracks (it joins with
+// mics subscribes the bot to users' microphone tracks (it joins with
 // auto-subscribe off) and feeds each to the voice stage.
-type Mics struct {
-	ctx context.Context
+type mics struct {
 	log *slog.Logger
 
 	mu     sync.Mutex
@@ -125,17 +100,11 @@ type Mics struct {
 	tracks map[string]*lkmedia.PCMRemoteTrack
 }
 
-// NewMics routes microphones until ctx ends. Bind it to the room's
-// callbacks before joining, and Start it once the stage exists.
-func NewMics(ctx context.Context, log *slog.Logger) *Mics {
-	return &Mics{ctx: ctx, log: log, tracks: map[string]*lkmedia.PCMRemoteTrack{}}
-}
-
 func isMicPublication(pub *lksdk.RemoteTrackPublication, rp *lksdk.RemoteParticipant) bool {
 	return pub.Kind() == lksdk.TrackKindAudio && pub.Source() == livekit.TrackSource_MICROPHONE && rp.Kind() != lksdk.ParticipantAgent
 }
 
-func (m *Mics) subscribe(pub *lksdk.RemoteTrackPublication, rp *lksdk.RemoteParticipant) {
+func (m *mics) subscribe(pub *lksdk.RemoteTrackPublication, rp *lksdk.RemoteParticipant) {
 	if !isMicPublication(pub, rp) {
 		return
 	}
@@ -144,45 +113,44 @@ func (m *Mics) subscribe(pub *lksdk.RemoteTrackPublication, rp *lksdk.RemotePart
 	}
 }
 
-// Bind sets the track callbacks on cb.
-func (m *Mics) Bind(cb *lksdk.RoomCallback) {
-	cb.OnTrackPublished = func(pub *lksdk.RemoteTrackPublication, rp *lksdk.RemoteParticipant) {
-		m.mu.Lock()
-		started := m.stage != nil
-		m.mu.Unlock()
-		if started {
-			m.subscribe(pub, rp)
-		}
-	}
-	cb.OnTrackSubscribed = func(track *webrtc.TrackRemote, pub *lksdk.RemoteTrackPublication, rp *lksdk.RemoteParticipant) {
-		m.mu.Lock()
-		stage := m.stage
-		m.mu.Unlock()
-		if stage == nil || !IsUserMic(track, pub, rp) {
-			return
-		}
-		t, err := ListenToMic(track, stage.Listen(m.ctx, rp.Identity(), pub.SID()))
-		if err != nil {
-			m.log.Warn("decoding a microphone", "identity", rp.Identity(), "err", err)
-			return
-		}
-		m.mu.Lock()
-		m.tracks[pub.SID()] = t
-		m.mu.Unlock()
-	}
-	cb.OnTrackUnsubscribed = func(_ *webrtc.TrackRemote, pub *lksdk.RemoteTrackPublication, _ *lksdk.RemoteParticipant) {
-		m.mu.Lock()
-		t := m.tracks[pub.SID()]
-		delete(m.tracks, pub.SID())
-		m.mu.Unlock()
-		if t != nil {
-			t.Close()
-		}
+func (m *mics) published(pub *lksdk.RemoteTrackPublication, rp *lksdk.RemoteParticipant) {
+	m.mu.Lock()
+	started := m.stage != nil
+	m.mu.Unlock()
+	if started {
+		m.subscribe(pub, rp)
 	}
 }
 
-// Start feeds microphones to stage, from those already published on.
-func (m *Mics) Start(r *lksdk.Room, stage *voice.Stage) {
+func (m *mics) subscribed(track *webrtc.TrackRemote, pub *lksdk.RemoteTrackPublication, rp *lksdk.RemoteParticipant) {
+	m.mu.Lock()
+	stage := m.stage
+	m.mu.Unlock()
+	if stage == nil || !isUserMic(track, pub, rp) {
+		return
+	}
+	t, err := listenToMic(track, stage.Listen(rp.Identity(), pub.SID()))
+	if err != nil {
+		m.log.Warn("decoding a microphone", "identity", rp.Identity(), "err", err)
+		return
+	}
+	m.mu.Lock()
+	m.tracks[pub.SID()] = t
+	m.mu.Unlock()
+}
+
+func (m *mics) unsubscribed(_ *webrtc.TrackRemote, pub *lksdk.RemoteTrackPublication, _ *lksdk.RemoteParticipant) {
+	m.mu.Lock()
+	t := m.tracks[pub.SID()]
+	delete(m.tracks, pub.SID())
+	m.mu.Unlock()
+	if t != nil {
+		t.Close()
+	}
+}
+
+// start feeds microphones to stage, from those already published on.
+func (m *mics) start(r *lksdk.Room, stage *voice.Stage) {
 	m.mu.Lock()
 	m.stage = stage
 	m.mu.Unlock()
@@ -195,8 +163,8 @@ func (m *Mics) Start(r *lksdk.Room, stage *voice.Stage) {
 	}
 }
 
-// Close stops decoding every microphone.
-func (m *Mics) Close() {
+// close stops decoding every microphone.
+func (m *mics) close() {
 	m.mu.Lock()
 	ts := m.tracks
 	m.tracks = map[string]*lkmedia.PCMRemoteTrack{}

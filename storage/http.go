@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/alicia-voice/alicia/internal/httpjson"
 	"github.com/alicia-voice/alicia/reasoning"
 )
 
@@ -45,14 +46,9 @@ func HistoryHandler(s Store, authenticate func(*http.Request) (string, error), p
 		log = slog.Default()
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fail := func(status int, msg string) {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(status)
-			_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
-		}
 		identity, err := authenticate(r)
 		if err != nil {
-			fail(http.StatusUnauthorized, err.Error())
+			httpjson.Error(w, http.StatusUnauthorized, err.Error())
 			return
 		}
 		id := r.PathValue("id")
@@ -60,18 +56,18 @@ func HistoryHandler(s Store, authenticate func(*http.Request) (string, error), p
 		// An unknown conversation and someone else's look the same, so
 		// that ids cannot be probed.
 		if errors.Is(err, ErrNotFound) || (err == nil && conv.Owner != identity) {
-			fail(http.StatusNotFound, "no such conversation")
+			httpjson.Error(w, http.StatusNotFound, "no such conversation")
 			return
 		}
 		if err != nil {
 			log.Error("history", "conversation", id, "err", err)
-			fail(http.StatusServiceUnavailable, "storage unavailable")
+			httpjson.Error(w, http.StatusServiceUnavailable, "storage unavailable")
 			return
 		}
 		entries, err := s.History(r.Context(), id)
 		if err != nil {
 			log.Error("history", "conversation", id, "err", err)
-			fail(http.StatusServiceUnavailable, "storage unavailable")
+			httpjson.Error(w, http.StatusServiceUnavailable, "storage unavailable")
 			return
 		}
 		// Stored reasoning comes back as the user sees it live: none when
@@ -95,5 +91,56 @@ func HistoryHandler(s Store, authenticate func(*http.Request) (string, error), p
 		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(out)
+	})
+}
+
+// preferenceJSON is the body of GET and PUT /v1/preferences.
+type preferenceJSON struct {
+	// Reasoning is the user's show-reasoning mode in force: the stored
+	// choice or, when Stored is false, the operator's default.
+	Reasoning reasoning.Mode `json:"reasoning"`
+	Stored    bool           `json:"stored"`
+	Default   reasoning.Mode `json:"default"`
+}
+
+// PreferenceHandler serves GET and PUT of the caller's own preferences
+// ({"reasoning": "off"|"summary"|"full"}). The identity comes from the
+// caller's token alone, so nobody can name another user's. preference is
+// the mode in force and defaultMode the operator's default: both are
+// decided above storage, as for HistoryHandler.
+func PreferenceHandler(prefs reasoning.Preferences, authenticate func(*http.Request) (string, error), preference func(context.Context, string) reasoning.Mode, defaultMode reasoning.Mode) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		identity, err := authenticate(r)
+		if err != nil {
+			httpjson.Error(w, http.StatusUnauthorized, err.Error())
+			return
+		}
+		switch r.Method {
+		case http.MethodGet:
+		case http.MethodPut:
+			var in struct {
+				Reasoning reasoning.Mode `json:"reasoning"`
+			}
+			if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&in); err != nil || !in.Reasoning.Valid() {
+				httpjson.Error(w, http.StatusBadRequest, `body must be {"reasoning": "off" | "summary" | "full"}`)
+				return
+			}
+			if err := prefs.SetMode(r.Context(), identity, in.Reasoning); err != nil {
+				httpjson.Error(w, http.StatusServiceUnavailable, "storage unavailable")
+				return
+			}
+		default:
+			w.Header().Set("Allow", "GET, PUT")
+			httpjson.Error(w, http.StatusMethodNotAllowed, "GET or PUT")
+			return
+		}
+		stored, err := prefs.Mode(r.Context(), identity)
+		if err != nil {
+			httpjson.Error(w, http.StatusServiceUnavailable, "storage unavailable")
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(preferenceJSON{Reasoning: preference(r.Context(), identity),
+			Stored: stored != reasoning.ModeUnset, Default: defaultMode})
 	})
 }

@@ -43,3 +43,31 @@ func malformed(field, format string, args ...any) *DecodeError {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// ErrorOption qualifies an ErrorMessage built by NewError.
+type ErrorOption func(*ErrorMessage)
+
+// NewError builds the ErrorMessage every part of the server sends: a
+// recoverable warning unless options say otherwise.
+func NewError(conversationID string, code int32, msg string, opts ...ErrorOption) *ErrorMessage {
+	e := &ErrorMessage{ID: NewID("err"), ConversationID: conversationID, Code: code, Message: msg, Severity: SeverityWarning, Recoverable: true}
+	for _, o := range opts {
+		o(e)
+	}
+	return e
+}
+
+// About names the message the error is about.
+func About(originatingID string) ErrorOption {
+	return func(e *ErrorMessage) { e.OriginatingID = originatingID }
+}
+
+// Severe marks an error the client must show as one, though the
+// conversation goes on (a malformed envelope).
+func Severe() ErrorOption { return func(e *ErrorMessage) { e.Severity = SeverityError } }
+
+// Unrecoverable marks an error the client cannot continue from without
+// starting again.
+func Unrecoverable() ErrorOption {
+	return func(e *ErrorMessage) { e.Severity, e.Recoverable = SeverityError, false }
+}

@@ -21,6 +21,7 @@ import (
 	"github.com/alicia-voice/alicia/llm"
 	"github.com/alicia-voice/alicia/llm/standin"
 	"github.com/alicia-voice/alicia/pipeline"
+	"github.com/alicia-voice/alicia/pipeline/agui"
 	"github.com/alicia-voice/alicia/pipeline/voice"
 	speechstandin "github.com/alicia-voice/alicia/pipeline/voice/standin"
 	"github.com/alicia-voice/alicia/reasoning"
@@ -114,10 +115,10 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	mux := http.NewServeMux()
 	mux.Handle("POST /v1/token", agent.TokenHandler())
 	mux.Handle("GET /v1/conversations/{id}", storage.HistoryHandler(store, users, engine.Preference, log))
-	prefs := engine.PreferenceHandler(users)
+	prefs := storage.PreferenceHandler(store, users, engine.Preference, engine.ReasoningDefault())
 	mux.Handle("GET /v1/preferences", prefs)
 	mux.Handle("PUT /v1/preferences", prefs)
-	mux.Handle("POST "+sc.AGUIPath, pipeline.NewAGUI(engine, users))
+	mux.Handle("POST "+sc.AGUIPath, agui.New(engine, store, users))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.Handle("GET /", web.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -130,6 +131,17 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(ln) }()
+	agentDone := make(chan struct{})
+	go func() {
+		defer close(agentDone)
+		agent.Run(ctx)
+	}()
+	// The link goes out once LiveKit can dispatch the bot: a browser opened
+	// at once would otherwise join a room nobody answers.
+	select {
+	case <-agent.Registered():
+	case <-ctx.Done():
+	}
 	secret := cfg.TokenSecret
 	if secret == "" {
 		secret = cfg.APISecret
@@ -141,11 +153,6 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	fmt.Fprintf(stdout, "Talk to it from another terminal:\n\n    go run ./cmd/alicia chat -api http://%s -secret %s\n\n", ln.Addr(), secret)
 	fmt.Fprintf(stdout, "or give a LiveKit client a token:\n\n    curl -X POST -H 'Authorization: Bearer %s' -d '{\"identity\": \"you\"}' http://%s/v1/token\n\n", secret, ln.Addr())
 
-	agentDone := make(chan struct{})
-	go func() {
-		defer close(agentDone)
-		agent.Run(ctx)
-	}()
 	<-ctx.Done()
 	log.Info("stopping")
 	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/alicia-voice/alicia/internal/speechtest"
+	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/pipeline/voice"
 )
 
@@ -86,11 +87,11 @@ func BenchmarkEndOfSpeechToFinal(b *testing.B) {
 	for b.Loop() {
 		room := &timedRoom{fakeRoom: newRoom(true), final: make(chan time.Time, 1)}
 		out := &timedOut{fakeOut: &fakeOut{speed: 1}, first: make(chan time.Time, 1), cleared: make(chan time.Time, 1)}
-		turn := newTurn(voice.Sentence{Seq: 1, Text: "You said: how far is the moon."})
+		turn := newTurn(pipeline.Sentence{Sequence: 1, Text: "You said: how far is the moon."})
 		turn.finish()
 		st := newStage(b, base, &fakeEngine{started: make(chan started, 1), accept: func(string) *fakeTurn { return turn }}, room, out)
 		ctx, cancel := context.WithCancel(context.Background())
-		in := st.Listen(ctx, "alice", "TR")
+		in := st.Listen("alice", "TR")
 		spokeEnd := <-paced(ctx, in, pcm, mark)
 		final := wait(b, room.final, "final transcript")
 		first := wait(b, out.first, "first audio")
@@ -116,12 +117,12 @@ func BenchmarkBargeIn(b *testing.B) {
 	for b.Loop() {
 		room := newRoom(true)
 		out := &timedOut{fakeOut: &fakeOut{speed: 1}, first: make(chan time.Time, 1), cleared: make(chan time.Time, 1)}
-		long := newTurn(voice.Sentence{Seq: 1, Text: "The weather in Paris is mild today, with a light breeze from the west and some sun."})
+		long := newTurn(pipeline.Sentence{Sequence: 1, Text: "The weather in Paris is mild today, with a light breeze from the west and some sun."})
 		st := newStage(b, base, &fakeEngine{started: make(chan started, 1), accept: func(string) *fakeTurn { return nil }}, room, out)
-		st.Speak(context.Background(), long, "SG")
+		st.SpeakTurn(long)
 		wait(b, out.first, "speech")
 		ctx, cancel := context.WithCancel(context.Background())
-		in := st.Listen(ctx, "alice", "TR")
+		in := st.Listen("alice", "TR")
 		due := <-paced(ctx, in, pcm, mark)
 		cleared := wait(b, out.cleared, "barge-in")
 		cancel()
@@ -177,7 +178,7 @@ func BenchmarkSessionMemory(b *testing.B) {
 			stages[i] = voice.New(voice.Config{}, &fakeEngine{}, newRoom(true), &fakeOut{speed: 1})
 			wg.Add(1)
 			go func() { defer wg.Done(); stages[i].Run(ctx) }()
-			in := stages[i].Listen(ctx, "alice", "TR")
+			in := stages[i].Listen("alice", "TR")
 			_ = in.Write(make([]int16, voice.FrameSamples))
 		}
 		for _, s := range stages {

@@ -135,9 +135,6 @@ func (e *Endpointer) Utterance() []int16 {
 // current utterance, so that it waits longer when they look unfinished.
 func (e *Endpointer) SetText(s string) { e.text = s }
 
-// NoiseFloor is the adaptive noise level in dBFS.
-func (e *Endpointer) NoiseFloor() float64 { return dbfs(e.floor) }
-
 func frames(d time.Duration) int { return int((d + FrameDuration - 1) / FrameDuration) }
 
 // Push processes one frame of FrameSamples samples.

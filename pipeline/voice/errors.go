@@ -1,7 +1,6 @@
 package voice
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 )
@@ -69,11 +68,4 @@ func (e *Error) Retryable() bool {
 		return e.Status == 408 || e.Status == 429 || e.Status >= 500
 	}
 	return false
-}
-
-// AsError returns err as an *Error, if it is one.
-func AsError(err error) (*Error, bool) {
-	var e *Error
-	ok := errors.As(err, &e)
-	return e, ok
 }

@@ -3,6 +3,8 @@ package voice
 import (
 	"regexp"
 	"strings"
+
+	"github.com/alicia-voice/alicia/pipeline"
 )
 
 var (
@@ -19,15 +21,15 @@ var (
 // sentence splitter) is skipped, emphasis markers stripped, links read by
 // their text and bare URLs left out, as LiveKit Agents' markdown filter
 // does, and double quotation marks dropped. An empty result means there is nothing to say.
-func Speakable(s Sentence) string {
+func Speakable(s pipeline.Sentence) string {
 	t := s.Text
-	if s.Code {
+	if s.HasCode() {
 		t = fence.ReplaceAllString(t, " ")
 		t = codeSpan.ReplaceAllString(t, " ")
 	}
 	t = mdLink.ReplaceAllString(t, "$1")
 	t = bareURL.ReplaceAllString(t, " ")
-	if s.Emphasis {
+	if s.HasEmphasis() {
 		t = emphasis.ReplaceAllString(t, "$2")
 	}
 	t = lineStart.ReplaceAllString(t, "")

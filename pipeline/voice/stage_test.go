@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/alicia-voice/alicia/internal/speechtest"
+	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/pipeline/voice"
 	"github.com/alicia-voice/alicia/pipeline/voice/standin"
+	"github.com/alicia-voice/alicia/wire"
 )
 
 type fakeRoom struct {
@@ -83,23 +85,24 @@ func (o *fakeOut) stats() (time.Duration, int) {
 }
 
 type interrupt struct {
-	kind  voice.StopKind
-	heard *voice.Heard
+	kind  wire.StopType
+	heard *pipeline.Heard
 }
 
 type fakeTurn struct {
-	sentences  chan voice.Sentence
+	id         string
+	sentences  chan pipeline.Sentence
 	interrupts chan interrupt
 	stop       sync.Once
 	done       chan struct{}
 	hushed     chan struct{}
 
 	mu    sync.Mutex
-	heard *voice.Heard
+	heard *pipeline.Heard
 }
 
-func newTurn(ss ...voice.Sentence) *fakeTurn {
-	t := &fakeTurn{sentences: make(chan voice.Sentence, len(ss)), interrupts: make(chan interrupt, 4), done: make(chan struct{}), hushed: make(chan struct{})}
+func newTurn(ss ...pipeline.Sentence) *fakeTurn {
+	t := &fakeTurn{sentences: make(chan pipeline.Sentence, len(ss)), interrupts: make(chan interrupt, 4), done: make(chan struct{}), hushed: make(chan struct{})}
 	for _, s := range ss {
 		t.sentences <- s
 	}
@@ -108,8 +111,10 @@ func newTurn(ss ...voice.Sentence) *fakeTurn {
 
 func (t *fakeTurn) finish() { t.stop.Do(func() { close(t.sentences); close(t.done) }) }
 
-func (t *fakeTurn) Sentences(ctx context.Context) iter.Seq[voice.Sentence] {
-	return func(yield func(voice.Sentence) bool) {
+func (t *fakeTurn) UserMessageID() string { return t.id }
+
+func (t *fakeTurn) Sentences(ctx context.Context) iter.Seq[pipeline.Sentence] {
+	return func(yield func(pipeline.Sentence) bool) {
 		for {
 			select {
 			case s, ok := <-t.sentences:
@@ -124,40 +129,47 @@ func (t *fakeTurn) Sentences(ctx context.Context) iter.Seq[voice.Sentence] {
 }
 
 // Interrupt reports the heard part given before it, as the stage does.
-func (t *fakeTurn) Interrupt(kind voice.StopKind) {
+func (t *fakeTurn) Interrupt(kind wire.StopType) bool {
 	t.mu.Lock()
 	h := t.heard
 	t.mu.Unlock()
 	t.interrupts <- interrupt{kind, h}
-	if kind != voice.StopSpeech {
+	if kind != wire.StopSpeech {
 		t.finish()
 	}
+	return true
 }
 
-func (t *fakeTurn) Heard(h voice.Heard) {
+func (t *fakeTurn) Heard(h pipeline.Heard) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.heard = &h
 }
 
-func (t *fakeTurn) Speaking() func()        { return func() {} }
-func (t *fakeTurn) Hushed() <-chan struct{} { return t.hushed }
+func (t *fakeTurn) Speak() func()                      { return func() {} }
+func (t *fakeTurn) SpeechInterrupted() <-chan struct{} { return t.hushed }
 
 func (t *fakeTurn) Done() <-chan struct{} { return t.done }
 
 type started struct{ speaker, id, text string }
 
+// fakeEngine starts the turn accept gives for a final transcript and
+// hands it to the stage, as the conversation does with its speaker.
 type fakeEngine struct {
 	accept  func(text string) *fakeTurn
 	started chan started
+	stage   *voice.Stage
 }
 
-func (e *fakeEngine) StartTurn(_ context.Context, speaker, id, text string) (voice.Turn, error) {
+func (e *fakeEngine) Ask(_ context.Context, speaker, id, text string) error {
 	e.started <- started{speaker, id, text}
-	if t := e.accept(text); t != nil {
-		return t, nil
+	t := e.accept(text)
+	if t == nil {
+		return errRefused
 	}
-	return nil, errRefused
+	t.id = id
+	e.stage.SpeakTurn(t)
+	return nil
 }
 
 type refused struct{}
@@ -190,13 +202,14 @@ func speechServer(t testing.TB) (string, *atomic.Int32) {
 	return srv.URL + "/v1", &synth
 }
 
-func newStage(t testing.TB, base string, e voice.Engine, r voice.Room, out voice.AudioOut) *voice.Stage {
+func newStage(t testing.TB, base string, e *fakeEngine, r voice.Room, out voice.AudioOut) *voice.Stage {
 	t.Helper()
 	st := voice.New(voice.Config{
 		Recognizer:  &voice.OpenAIRecognizer{URL: base, Model: "whisper-1", Streaming: true},
 		Synthesizer: &voice.OpenAISynthesizer{URL: base, Model: "tts-1"},
 		Logger:      slog.New(slog.DiscardHandler),
 	}, e, r, out)
+	e.stage = st
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); st.Run(ctx) }()
@@ -232,14 +245,14 @@ func TestStageSpeechTurn(t *testing.T) {
 	room := newRoom(true)
 	out := &fakeOut{speed: 20}
 	turn := newTurn(
-		voice.Sentence{Seq: 1, Text: "It is sunny in Paris."},
-		voice.Sentence{Seq: 2, Text: "```sh\ncurl wttr.in/Paris\n```", Code: true},
-		voice.Sentence{Seq: 3, Text: "Take your **sunglasses**.", Emphasis: true},
+		pipeline.Sentence{Sequence: 1, Text: "It is sunny in Paris."},
+		pipeline.Sentence{Sequence: 2, Text: "```sh\ncurl wttr.in/Paris\n```", Markdown: []string{wire.MarkdownCode}},
+		pipeline.Sentence{Sequence: 3, Text: "Take your **sunglasses**.", Markdown: []string{wire.MarkdownEmphasis}},
 	)
 	turn.finish()
 	eng := &fakeEngine{started: make(chan started, 4), accept: func(string) *fakeTurn { return turn }}
 	st := newStage(t, base, eng, room, out)
-	in := st.Listen(context.Background(), "alice", "TR_alice")
+	in := st.Listen("alice", "TR_alice")
 	speech := speechtest.Render(t, question, 140, voice.InputRate)
 	feed(in, append(append(speechtest.Silence(500, voice.InputRate), speech...), speechtest.Silence(1500, voice.InputRate)...))
 
@@ -300,9 +313,9 @@ func TestStageNoAudioOutput(t *testing.T) {
 	base, synth := speechServer(t)
 	room := newRoom(false)
 	out := &fakeOut{speed: 1}
-	turn := newTurn(voice.Sentence{Seq: 1, Text: "It is sunny in Paris."})
+	turn := newTurn(pipeline.Sentence{Sequence: 1, Text: "It is sunny in Paris."})
 	st := newStage(t, base, &fakeEngine{started: make(chan started, 1)}, room, out)
-	st.Speak(context.Background(), turn, "SG_x")
+	st.SpeakTurn(turn)
 	if got := st.State(context.Background()); got != voice.StateThinking {
 		t.Fatalf("state %q", got)
 	}
@@ -323,10 +336,10 @@ func TestStageBargeIn(t *testing.T) {
 	room := newRoom(true)
 	out := &fakeOut{speed: 1}
 	long := newTurn(
-		voice.Sentence{Seq: 1, Text: "The weather in Paris is mild today, with a light breeze from the west."},
-		voice.Sentence{Seq: 2, Text: "Clouds will gather in the afternoon, and there may be a short shower around five."},
+		pipeline.Sentence{Sequence: 1, Text: "The weather in Paris is mild today, with a light breeze from the west."},
+		pipeline.Sentence{Sequence: 2, Text: "Clouds will gather in the afternoon, and there may be a short shower around five."},
 	)
-	next := newTurn(voice.Sentence{Seq: 1, Text: "About three hundred and eighty thousand kilometres."})
+	next := newTurn(pipeline.Sentence{Sequence: 1, Text: "About three hundred and eighty thousand kilometres."})
 	next.finish()
 	eng := &fakeEngine{started: make(chan started, 4), accept: func(text string) *fakeTurn {
 		if speechtest.WER(other, text) < 0.5 {
@@ -335,9 +348,9 @@ func TestStageBargeIn(t *testing.T) {
 		return nil
 	}}
 	st := newStage(t, base, eng, room, out)
-	st.Speak(context.Background(), long, "SG_long")
+	st.SpeakTurn(long)
 	wait(t, room.speech, "first sentence")
-	in := st.Listen(context.Background(), "alice", "TR_alice")
+	in := st.Listen("alice", "TR_alice")
 
 	pcm := append(speechtest.Silence(300, voice.InputRate), speechtest.Click(150, voice.InputRate)...)
 	pcm = append(pcm, speechtest.Silence(700, voice.InputRate)...)
@@ -356,7 +369,7 @@ func TestStageBargeIn(t *testing.T) {
 
 	feed(in, append(speechtest.Render(t, other, 140, voice.InputRate), speechtest.Silence(1000, voice.InputRate)...))
 	got := wait(t, long.interrupts, "barge-in")
-	if _, clears := out.stats(); got.kind != voice.StopAll || got.heard == nil || clears != 1 {
+	if _, clears := out.stats(); got.kind != wire.StopAll || got.heard == nil || clears != 1 {
 		t.Fatalf("interrupt %+v, %d clears", got, clears)
 	}
 	h := got.heard
@@ -374,23 +387,23 @@ func TestStageBargeIn(t *testing.T) {
 // does both; each returns once done.
 func TestStageStop(t *testing.T) {
 	base, _ := speechServer(t)
-	long := voice.Sentence{Seq: 1, Text: "The weather in Paris is mild today, with a light breeze from the west."}
+	long := pipeline.Sentence{Sequence: 1, Text: "The weather in Paris is mild today, with a light breeze from the west."}
 	for _, tc := range []struct {
-		kind          voice.StopKind
+		kind          wire.StopType
 		clears        int
 		stopsModel    bool
 		heardReported bool
 	}{
-		{voice.StopSpeech, 1, false, true},
-		{voice.StopGeneration, 0, true, false},
-		{voice.StopAll, 1, true, true},
+		{wire.StopSpeech, 1, false, true},
+		{wire.StopGeneration, 0, true, false},
+		{wire.StopAll, 1, true, true},
 	} {
 		t.Run(string(tc.kind), func(t *testing.T) {
 			room := newRoom(true)
 			out := &fakeOut{speed: 1}
 			turn := newTurn(long)
 			st := newStage(t, base, &fakeEngine{started: make(chan started, 1)}, room, out)
-			st.Speak(context.Background(), turn, "SG")
+			st.SpeakTurn(turn)
 			wait(t, room.speech, "the first sentence")
 			if !st.Stop(context.Background(), tc.kind) {
 				t.Fatal("Stop did not run")
@@ -411,7 +424,7 @@ func TestStageStop(t *testing.T) {
 				t.Fatalf("interrupt %+v, %d clears", got, clears)
 			}
 			want := voice.StateSpeaking
-			if tc.kind != voice.StopGeneration {
+			if tc.kind != wire.StopGeneration {
 				want = voice.StateListening
 			}
 			if s := st.State(context.Background()); s != want {
@@ -428,9 +441,9 @@ func TestStageHushedByTheEngine(t *testing.T) {
 	base, _ := speechServer(t)
 	room := newRoom(true)
 	out := &fakeOut{speed: 1}
-	turn := newTurn(voice.Sentence{Seq: 1, Text: "The weather in Paris is mild today, with a light breeze from the west."})
+	turn := newTurn(pipeline.Sentence{Sequence: 1, Text: "The weather in Paris is mild today, with a light breeze from the west."})
 	st := newStage(t, base, &fakeEngine{started: make(chan started, 1)}, room, out)
-	st.Speak(context.Background(), turn, "SG")
+	st.SpeakTurn(turn)
 	wait(t, room.speech, "the first sentence")
 	close(turn.hushed)
 	for st.State(context.Background()) != voice.StateListening {
@@ -447,4 +460,69 @@ func TestStageHushedByTheEngine(t *testing.T) {
 		t.Fatal("the generation stopped")
 	default:
 	}
+}
+
+// heldRecognizer is a recogniser that takes as long as the test says:
+// each request waits for a release, then answers text.
+type heldRecognizer struct {
+	text     string
+	release  chan struct{}
+	requests chan struct{}
+}
+
+func (r *heldRecognizer) Stream(ctx context.Context, _ *voice.RecognizeRequest) iter.Seq[voice.RecognizeEvent] {
+	return func(yield func(voice.RecognizeEvent) bool) {
+		r.requests <- struct{}{}
+		select {
+		case <-r.release:
+			yield(voice.RecognizeEvent{Kind: voice.RecognizeFinal, Text: r.text})
+		case <-ctx.Done():
+			yield(voice.RecognizeEvent{Kind: voice.RecognizeError, Err: ctx.Err()})
+		}
+	}
+}
+
+// Listening never waits on recognition: while the final recognition of a
+// short utterance is still out, the same speaker talking over the agent
+// interrupts it, and the utterance is still answered once recognised.
+// Listen itself never waits for the stage, so an SDK callback may call
+// it before the stage runs.
+func TestListeningDoesNotWaitForRecognition(t *testing.T) {
+	base, _ := speechServer(t)
+	room := newRoom(true)
+	out := &fakeOut{speed: 1}
+	rec := &heldRecognizer{text: "yes", release: make(chan struct{}), requests: make(chan struct{}, 8)}
+	long := newTurn(pipeline.Sentence{Sequence: 1, Text: "The weather in Paris is mild today, with a light breeze from the west."})
+	next := newTurn(pipeline.Sentence{Sequence: 1, Text: "Good."})
+	next.finish()
+	eng := &fakeEngine{started: make(chan started, 4), accept: func(string) *fakeTurn { return next }}
+	st := voice.New(voice.Config{
+		Recognizer:   rec,
+		Synthesizer:  &voice.OpenAISynthesizer{URL: base, Model: "tts-1"},
+		InterimEvery: -1,
+		Logger:       slog.New(slog.DiscardHandler),
+	}, eng, room, out)
+	eng.stage = st
+	in := st.Listen("alice", "TR_alice") // before Run: it must not wait for it
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); st.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	st.SpeakTurn(long)
+	wait(t, room.speech, "the first sentence")
+
+	feed(in, append(speechtest.Render(t, "Yes.", 140, voice.InputRate), speechtest.Silence(600, voice.InputRate)...))
+	wait(t, rec.requests, "the short utterance's recognition")
+	feed(in, append(speechtest.Render(t, other, 140, voice.InputRate), speechtest.Silence(600, voice.InputRate)...))
+	if got := wait(t, long.interrupts, "barge-in while the recogniser is busy"); got.kind != wire.StopAll {
+		t.Fatalf("interrupt %+v", got)
+	}
+	if len(eng.started) != 0 {
+		t.Fatal("a turn started before its utterance was recognised")
+	}
+	close(rec.release)
+	if s := wait(t, eng.started, "the short utterance's turn"); s.text != "yes" || s.speaker != "alice" {
+		t.Fatalf("turn %+v", s)
+	}
+	wait(t, eng.started, "the second utterance's turn")
 }

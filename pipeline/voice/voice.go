@@ -4,11 +4,13 @@
 // soon as each is complete, and stops speaking when the user talks over
 // it.
 //
-// The stage knows nothing of LiveKit. It names the ports it needs: an
-// Engine that runs turns, an AudioOut that plays PCM at real-time pace,
-// and a Room that carries transcripts and the agent's state to the
-// participants. The room package binds them to LiveKit tracks and data
-// packets; a test binds them to memory.
+// The stage knows nothing of LiveKit. It speaks every turn of its
+// conversation (it is the conversation's pipeline.Speaker) and names the
+// ports it needs: an Asker that starts turns from final transcripts, an
+// AudioOut that plays PCM at real-time pace, and a Room that carries
+// transcripts and the agent's state to the participants. The room
+// package binds them to LiveKit tracks and its session's writer; a test
+// binds them to memory.
 //
 // Speech recognition and synthesis sit behind Recognizer and Synthesizer,
 // shaped like llm.Client: Stream(ctx, request) yields events and ends with
@@ -19,41 +21,14 @@ import (
 	"context"
 	"iter"
 	"time"
+
+	"github.com/alicia-voice/alicia/pipeline"
+	"github.com/alicia-voice/alicia/wire"
 )
 
 // InputRate is the sample rate the stage wants from its inputs: 16 kHz
 // mono, what speech recognisers and the WebRTC VAD expect.
 const InputRate = 16000
-
-// StopKind says what an interruption stops, as ControlStop's stopType.
-type StopKind string
-
-const (
-	StopGeneration StopKind = "generation"
-	StopSpeech     StopKind = "speech"
-	StopAll        StopKind = "all"
-)
-
-// Sentence is one sentence of an answer, as the engine's sentence
-// splitter produced it.
-type Sentence struct {
-	// Seq counts from 1 within the answer.
-	Seq  int
-	Text string
-	// Code and Emphasis are the splitter's markdown flags: code is skipped
-	// when spoken, emphasis markers stripped.
-	Code, Emphasis bool
-}
-
-// Heard is how much of an interrupted answer reached the user's ears.
-type Heard struct {
-	// Text is the spoken text that was played out completely, and Partial
-	// the sentence cut off in the middle, if any.
-	Text    string
-	Partial string
-	// Played and Total are the answer's audio played and synthesised.
-	Played, Total time.Duration
-}
 
 // UserSegment and AnswerSegment are the transcript segment ids of a user's
 // utterance and of the answer spoken to it. LiveKit's clients merge
@@ -61,31 +36,60 @@ type Heard struct {
 func UserSegment(messageID string) string   { return "SG_" + messageID }
 func AnswerSegment(messageID string) string { return "SG_answer_" + messageID }
 
-// Turn is a running turn as the engine hands it out.
+// Turn is a running turn as the engine hands it out: *pipeline.Turn, or a
+// test's fake.
 type Turn interface {
+	// UserMessageID is the message the turn answers.
+	UserMessageID() string
 	// Sentences yields the answer's sentences in order; the sequence ends
 	// when the answer is complete, the generation was interrupted, or ctx
 	// is done (speech stopped while the model goes on).
-	Sentences(ctx context.Context) iter.Seq[Sentence]
-	// Interrupt stops the generation (StopGeneration, StopAll) and tells
-	// every speech consumer to go quiet (StopSpeech, StopAll).
-	Interrupt(kind StopKind)
-	// Speaking marks the stage as playing the turn until the returned
-	// func is called; meanwhile a stop of speech from elsewhere (a
-	// client's ControlStop) closes Hushed.
-	Speaking() (done func())
-	Hushed() <-chan struct{}
+	Sentences(ctx context.Context) iter.Seq[pipeline.Sentence]
+	// Interrupt stops the generation (wire.StopGeneration, StopAll) and
+	// tells every speech consumer to go quiet (StopSpeech, StopAll).
+	Interrupt(kind wire.StopType) bool
+	// Speak marks the stage as playing the turn until the returned func
+	// is called; meanwhile a stop of speech from elsewhere (a client's
+	// ControlStop) closes SpeechInterrupted.
+	Speak() (done func())
+	SpeechInterrupted() <-chan struct{}
 	// Heard tells the engine what the user actually heard of an answer
 	// cut short, so that the stored assistant message says so.
-	Heard(h Heard)
+	Heard(h pipeline.Heard)
 	// Done is closed when the turn has ended and been stored.
 	Done() <-chan struct{}
 }
 
-// Engine starts turns from final transcripts. id is the final
-// Transcription's id, which is the user message's id.
-type Engine interface {
-	StartTurn(ctx context.Context, speaker, id, text string) (Turn, error)
+var _ Turn = (*pipeline.Turn)(nil)
+
+// Asker starts a turn from a final transcript. id is the final
+// Transcription's id, which is the user message's. The turn comes back
+// to the stage through Speak, like every other turn of the conversation.
+type Asker interface {
+	Ask(ctx context.Context, speaker, id, text string) error
+}
+
+// Conversation is the engine's side of a conversation the stage asks in:
+// *pipeline.Conversation.
+type Conversation interface {
+	Ask(ctx context.Context, face pipeline.Face, from string, m *wire.UserMessage, opts ...pipeline.AskOption) *pipeline.Turn
+}
+
+// NewAsker asks conv through face: a final transcript is the speaker's
+// user message, with its id, exactly as if typed.
+func NewAsker(conv Conversation, face pipeline.Face) Asker { return asker{conv, face} }
+
+type asker struct {
+	conv Conversation
+	face pipeline.Face
+}
+
+func (a asker) Ask(ctx context.Context, speaker, id, text string) error {
+	m := &wire.UserMessage{ID: id, Content: text, Timestamp: time.Now().UnixMilli()}
+	if a.conv.Ask(ctx, a.face, speaker, m) == nil {
+		return context.Cause(ctx)
+	}
+	return nil
 }
 
 // Transcript is recognised speech of one speaker's utterance. Every update

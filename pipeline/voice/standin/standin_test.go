@@ -2,6 +2,7 @@ package standin_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
@@ -113,7 +114,8 @@ func TestErrors(t *testing.T) {
 	for ev := range syn.Stream(ctx, &voice.SynthesizeRequest{Text: "hello"}) {
 		err = ev.Err
 	}
-	e, ok := voice.AsError(err)
+	var e *voice.Error
+	ok := errors.As(err, &e)
 	if !ok || e.Kind != voice.ErrHTTP || e.Status != 400 || !strings.Contains(e.Message, "flac") || e.Retryable() {
 		t.Fatalf("got %#v", err)
 	}
@@ -121,7 +123,7 @@ func TestErrors(t *testing.T) {
 	for ev := range rec.Stream(ctx, &voice.RecognizeRequest{Audio: make([]int16, 160), SampleRate: 16000}) {
 		err = ev.Err
 	}
-	if e, ok := voice.AsError(err); !ok || e.Kind != voice.ErrConnect || !e.Retryable() {
+	if !errors.As(err, &e) || e.Kind != voice.ErrConnect || !e.Retryable() {
 		t.Fatalf("got %#v", err)
 	}
 }

@@ -1,6 +1,9 @@
-package pipeline
+// Package agui is the engine's AG-UI face: a run posted over HTTP,
+// answered as AG-UI events over SSE.
+package agui
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,11 +12,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/alicia-voice/alicia/internal/httpjson"
 	"github.com/alicia-voice/alicia/llm"
+	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/reasoning"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
-	"github.com/alicia-voice/alicia/wire/agui"
+	events "github.com/alicia-voice/alicia/wire/agui"
 )
 
 // runInput is AG-UI's RunAgentInput as Alicia reads it. Unknown members
@@ -83,66 +88,70 @@ func contentText(raw json.RawMessage) (string, error) {
 	return b.String(), nil
 }
 
-// AGUI serves POST requests with an AG-UI RunAgentInput and answers with
-// the run as AG-UI events over SSE: the same assistant, reasoning and
+// Handler serves POST requests with an AG-UI RunAgentInput and answers
+// with the run as AG-UI events over SSE: the same assistant, reasoning and
 // conversations as over LiveKit. threadId is the conversation id; the
 // bearer token's identity must own it.
-type AGUI struct {
-	e            *Engine
+type Handler struct {
+	engine       *pipeline.Engine
+	threads      Threads
 	authenticate func(*http.Request) (string, error)
 }
 
-// NewAGUI returns the AG-UI face of the engine.
-func NewAGUI(e *Engine, authenticate func(*http.Request) (string, error)) *AGUI {
-	return &AGUI{e: e, authenticate: authenticate}
+// Threads is where a run finds its thread's owner, and records a new
+// thread as the caller's; storage.Store is one.
+type Threads interface {
+	Conversation(ctx context.Context, id string) (storage.Conversation, error)
+	SaveConversation(storage.Conversation)
 }
 
-func httpFail(w http.ResponseWriter, status int, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+// New returns the AG-UI face of engine. threads should be the engine's
+// own store, so that a thread begun here is the conversation a LiveKit
+// room of the same id continues.
+func New(engine *pipeline.Engine, threads Threads, authenticate func(*http.Request) (string, error)) *Handler {
+	return &Handler{engine: engine, threads: threads, authenticate: authenticate}
 }
 
-func (a *AGUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (a *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	identity, err := a.authenticate(r)
 	if err != nil {
-		httpFail(w, http.StatusUnauthorized, err.Error())
+		httpjson.Error(w, http.StatusUnauthorized, err.Error())
 		return
 	}
 	var in runInput
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<20)).Decode(&in); err != nil {
-		httpFail(w, http.StatusBadRequest, "the body is not a RunAgentInput: "+err.Error())
+		httpjson.Error(w, http.StatusBadRequest, "the body is not a RunAgentInput: "+err.Error())
 		return
 	}
 	if in.ThreadID == nil || in.RunID == nil || in.Messages == nil {
-		httpFail(w, http.StatusBadRequest, "RunAgentInput needs threadId, runId and messages")
+		httpjson.Error(w, http.StatusBadRequest, "RunAgentInput needs threadId, runId and messages")
 		return
 	}
 	if *in.ThreadID == "" || *in.RunID == "" {
-		httpFail(w, http.StatusBadRequest, "threadId and runId must not be empty")
+		httpjson.Error(w, http.StatusBadRequest, "threadId and runId must not be empty")
 		return
 	}
 	messages, err := toLLM(*in.Messages)
 	if err != nil {
-		httpFail(w, http.StatusBadRequest, err.Error())
+		httpjson.Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	if len(messages) == 0 || messages[len(messages)-1].Role == llm.RoleAssistant {
-		httpFail(w, http.StatusBadRequest, "messages must end with a user or tool message")
+		httpjson.Error(w, http.StatusBadRequest, "messages must end with a user or tool message")
 		return
 	}
-	conv, err := a.e.store.Conversation(r.Context(), *in.ThreadID)
+	conv, err := a.threads.Conversation(r.Context(), *in.ThreadID)
 	switch {
 	case errors.Is(err, storage.ErrNotFound):
-		a.e.store.SaveConversation(storage.Conversation{ID: *in.ThreadID, Owner: identity, CreatedAt: time.Now()})
+		a.threads.SaveConversation(storage.Conversation{ID: *in.ThreadID, Owner: identity, CreatedAt: time.Now()})
 	case err != nil:
-		httpFail(w, http.StatusServiceUnavailable, "storage unavailable")
+		httpjson.Error(w, http.StatusServiceUnavailable, "storage unavailable")
 		return
 	case conv.Owner != identity:
-		httpFail(w, http.StatusNotFound, "no such thread")
+		httpjson.Error(w, http.StatusNotFound, "no such thread")
 		return
 	}
-	mode := a.e.Preference(r.Context(), identity)
+	mode := a.engine.Preference(r.Context(), identity)
 	if in.ForwardedProps != nil {
 		var fp struct {
 			Reasoning reasoning.Mode `json:"reasoning"`
@@ -158,12 +167,12 @@ func (a *AGUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var tools []wire.ClientTool
 	for _, t := range in.Tools {
 		if t.Name == "" {
-			httpFail(w, http.StatusBadRequest, "every tool needs a name")
+			httpjson.Error(w, http.StatusBadRequest, "every tool needs a name")
 			return
 		}
 		var params map[string]any
 		if len(t.Parameters) > 0 && json.Unmarshal(t.Parameters, &params) != nil {
-			httpFail(w, http.StatusBadRequest, "tool "+t.Name+": parameters must be a JSON Schema object")
+			httpjson.Error(w, http.StatusBadRequest, "tool "+t.Name+": parameters must be a JSON Schema object")
 			return
 		}
 		tools = append(tools, wire.ClientTool{Name: t.Name, Description: t.Description, Parameters: params})
@@ -183,19 +192,19 @@ func (a *AGUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
-	emit := func(ev agui.Event) {
+	emit := func(ev events.Event) {
 		if ev.Timestamp == 0 {
 			ev.Timestamp = time.Now().UnixMilli()
 		}
-		if agui.WriteSSE(w, &ev) == nil {
+		if events.WriteSSE(w, &ev) == nil {
 			_ = rc.Flush()
 		}
 	}
-	emit(agui.Event{Type: agui.RunStarted, ThreadID: *in.ThreadID, RunID: *in.RunID, ProtocolVersion: "1.0"})
+	emit(events.Event{Type: events.RunStarted, ThreadID: *in.ThreadID, RunID: *in.RunID, ProtocolVersion: "1.0"})
 	face := &aguiFace{identity: identity, emit: emit, v1: in.ProtocolVersion != "", mode: mode, tools: tools}
-	c := a.e.Open(*in.ThreadID)
+	c := a.engine.Open(*in.ThreadID)
 	defer c.Close()
-	t := c.Ask(r.Context(), face, identity, user, WithMessages(messages), WithSystem(system), WithClientTools(tools, true))
+	t := c.Ask(r.Context(), face, identity, user, pipeline.WithMessages(messages), pipeline.WithSystem(system), pipeline.WithClientTools(tools, true))
 	if t == nil {
 		return // the client went away
 	}
@@ -209,7 +218,7 @@ func (a *AGUI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	face.closeText()
 	if !face.failed {
-		emit(agui.Event{Type: agui.RunFinished, ThreadID: *in.ThreadID, RunID: *in.RunID})
+		emit(events.Event{Type: events.RunFinished, ThreadID: *in.ThreadID, RunID: *in.RunID})
 	}
 }
 
@@ -257,20 +266,29 @@ type aguiFace struct {
 
 	// Tool calls run concurrently; events leave one at a time.
 	mu       sync.Mutex
-	emit     func(agui.Event)
+	emit     func(events.Event)
 	textID   string
 	textOpen bool
 	texted   bool
 	failed   bool
 }
 
-func (f *aguiFace) Members() []Member {
-	return []Member{{Identity: f.identity, Features: []string{wire.FeatureStreaming}, Tools: f.tools}}
+// The engine finds the renderers by type assertion: a face that stopped
+// implementing one would still compile, and fall back to LiveKit bodies
+// an AG-UI client cannot read.
+var (
+	_ pipeline.Face          = (*aguiFace)(nil)
+	_ pipeline.StepRenderer  = (*aguiFace)(nil)
+	_ pipeline.DeltaRenderer = (*aguiFace)(nil)
+)
+
+func (f *aguiFace) Members() []pipeline.Member {
+	return []pipeline.Member{{Identity: f.identity, Features: []string{wire.FeatureStreaming}, Tools: f.tools}}
 }
 
 func (f *aguiFace) Steps() reasoning.Listener {
-	return reasoning.NewAGUIEvents(f.mode, func(e agui.Event) {
-		if e.Type == agui.ReasoningEncryptedValue && !f.v1 {
+	return reasoning.NewAGUIEvents(f.mode, func(e events.Event) {
+		if e.Type == events.ReasoningEncryptedValue && !f.v1 {
 			return // unknown to clients before 1.0
 		}
 		f.mu.Lock()
@@ -289,9 +307,9 @@ func (f *aguiFace) Delta(answerID, delta string) {
 			f.textID = wire.NewID("am") // text after a tool round is a new message
 		}
 		f.texted, f.textOpen = true, true
-		f.emit(agui.Event{Type: agui.TextMessageStart, MessageID: f.textID, Role: "assistant"})
+		f.emit(events.Event{Type: events.TextMessageStart, MessageID: f.textID, Role: "assistant"})
 	}
-	f.emit(agui.Event{Type: agui.TextMessageContent, MessageID: f.textID, Delta: delta})
+	f.emit(events.Event{Type: events.TextMessageContent, MessageID: f.textID, Delta: delta})
 }
 
 func (f *aguiFace) closeText() {
@@ -303,7 +321,7 @@ func (f *aguiFace) closeText() {
 func (f *aguiFace) closeTextLocked() {
 	if f.textOpen {
 		f.textOpen = false
-		f.emit(agui.Event{Type: agui.TextMessageEnd, MessageID: f.textID})
+		f.emit(events.Event{Type: events.TextMessageEnd, MessageID: f.textID})
 	}
 }
 
@@ -313,12 +331,12 @@ func (f *aguiFace) Send(body wire.Body, _ ...string) {
 	switch b := body.(type) {
 	case *wire.ToolUseRequest:
 		f.closeTextLocked()
-		f.emit(agui.Event{Type: agui.ToolCallStart, ToolCallID: b.ID, ToolCallName: b.ToolName, ParentMessageID: b.MessageID})
+		f.emit(events.Event{Type: events.ToolCallStart, ToolCallID: b.ID, ToolCallName: b.ToolName, ParentMessageID: b.MessageID})
 		if len(b.Parameters) > 0 {
 			args, _ := json.Marshal(b.Parameters)
-			f.emit(agui.Event{Type: agui.ToolCallArgs, ToolCallID: b.ID, Delta: string(args)})
+			f.emit(events.Event{Type: events.ToolCallArgs, ToolCallID: b.ID, Delta: string(args)})
 		}
-		f.emit(agui.Event{Type: agui.ToolCallEnd, ToolCallID: b.ID})
+		f.emit(events.Event{Type: events.ToolCallEnd, ToolCallID: b.ID})
 	case *wire.ToolUseResult:
 		var content []byte
 		if b.Success {
@@ -327,11 +345,11 @@ func (f *aguiFace) Send(body wire.Body, _ ...string) {
 			content, _ = json.Marshal(map[string]string{"error": b.ErrorMessage})
 		}
 		result, _ := json.Marshal(string(content))
-		f.emit(agui.Event{Type: agui.ToolCallResult, MessageID: wire.NewID("tr"), ToolCallID: b.RequestID, Content: result, Role: "tool"})
+		f.emit(events.Event{Type: events.ToolCallResult, MessageID: wire.NewID("tr"), ToolCallID: b.RequestID, Content: result, Role: "tool"})
 	case *wire.ErrorMessage:
 		f.closeTextLocked()
 		f.failed = true
-		f.emit(agui.Event{Type: agui.RunError, Message: b.Message, Code: "model_error"})
+		f.emit(events.Event{Type: events.RunError, Message: b.Message, Code: "model_error"})
 	}
 	// Acknowledgements have no AG-UI form; the answer and the reasoning
 	// arrive through Delta and Steps.

@@ -1,0 +1,28 @@
+package voice
+
+import (
+	"context"
+
+	"github.com/alicia-voice/alicia/wire"
+)
+
+// NoiseFloor is the adaptive noise level in dBFS.
+func (e *Endpointer) NoiseFloor() float64 { return dbfs(e.floor) }
+
+// SpeakTurn hands the stage a turn as the engine's Speak does, for fakes
+// that are not *pipeline.Turn.
+func (s *Stage) SpeakTurn(t Turn) { s.speak(t) }
+
+// State is the agent's state as last published, answered by Run's
+// goroutine after everything handed to it before: a barrier.
+func (s *Stage) State(ctx context.Context) State {
+	var st State
+	s.do(ctx, func(l *loop) { st = l.state })
+	return st
+}
+
+// Stop stops as a barge-in or a ControlStop of kind does, and returns once
+// done.
+func (s *Stage) Stop(ctx context.Context, kind wire.StopType) bool {
+	return s.do(ctx, func(l *loop) { l.stop(kind) })
+}

@@ -1,0 +1,251 @@
+package room
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"time"
+
+	"github.com/livekit/protocol/livekit"
+	lksdk "github.com/livekit/server-sdk-go/v2"
+
+	"github.com/alicia-voice/alicia/pipeline/voice"
+)
+
+// job is one room the worker was given: its session, its connection,
+// and ended, closed when the process hands the room over.
+type job struct {
+	id      string
+	room    string
+	session *Session
+	conn    *conn
+	ended   chan struct{}
+}
+
+// runJob is one room's life: join, serve the conversation, leave.
+func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
+	log := a.log.With("room", j.room, "job", j.id)
+	assigned := time.Now()
+	rooms := lksdk.NewRoomServiceClient(a.cfg.httpURL(), a.cfg.APIKey, a.cfg.APISecret)
+	j.conn = &conn{lookup: func(ctx context.Context, identity string) (map[string]string, error) {
+		p, err := rooms.GetParticipant(ctx, &livekit.RoomParticipantIdentity{Room: j.room, Identity: identity})
+		if err != nil {
+			return nil, err
+		}
+		return p.Attributes, nil
+	}}
+	sess := newSession(a.ctx, SessionConfig{ID: j.room, Store: a.store, Open: a.open, Metrics: a.metrics, Logger: a.log}, j.conn)
+	j.session = sess
+	defer sess.Close()
+
+	ev := &roomEvents{log: log, metrics: a.metrics, sess: sess, conn: j.conn,
+		humans: make(chan int, 1), disconnected: make(chan lksdk.DisconnectionReason, 1)}
+	var vj *voiceJob
+	if a.voice != nil {
+		vj = newVoiceJob(a.ctx, *a.voice, log)
+		ev.mics = vj.mics
+		defer vj.stop()
+	}
+	// A loaded server can be slow to connect: try a few times before the
+	// job is reported failed.
+	room, err := retry(a.ctx, log, "joining the room", 3, func() (*lksdk.Room, error) {
+		return lksdk.ConnectToRoomWithToken(a.cfg.LiveKitURL, token, ev.callback(), lksdk.WithAutoSubscribe(false), lksdk.WithConnectTimeout(15*time.Second))
+	})
+	if err != nil {
+		log.Error("joining the room", "err", err)
+		a.metrics.jobs.WithLabelValues("failed").Inc()
+		return livekit.JobStatus_JS_FAILED, "could not join: " + err.Error()
+	}
+	j.conn.mu.Lock()
+	j.conn.room = room
+	j.conn.mu.Unlock()
+	_ = room.RegisterByteStreamHandler(Topic, func(r *lksdk.ByteStreamReader, identity string) {
+		sess.receive(identity, readStream(r))
+	})
+	// livekit-server announces a participant that publishes no track
+	// only in the room's batched updates, every 3 s; an attribute change
+	// is announced at once. The agent state is what LiveKit's client
+	// components read anyway. With voice, listening comes once the
+	// microphones are heard.
+	state := voice.StateListening
+	if vj != nil {
+		state = voice.StateInitializing
+	}
+	sess.setAgentState(state)
+	// Users already in the room get the handshake now, so that nobody
+	// depends on who came first.
+	joined := time.Now()
+	present := room.GetRemoteParticipants()
+	log.Debug("participants at join", "n", len(present))
+	for _, p := range present {
+		if p.Kind() != lksdk.ParticipantAgent {
+			// Their attributes are here already, whatever they sent
+			// before the bot came.
+			sess.arrived(p.Identity(), p.Attributes())
+		}
+	}
+	if vj != nil {
+		vj.start(room, sess)
+	}
+	a.worker.jobStatus(j.id, livekit.JobStatus_JS_RUNNING, "")
+	log.Info("joined", "join", joined.Sub(assigned), "greeting", time.Since(joined))
+	return a.serveRoom(j, room, ev)
+}
+
+// serveRoom waits for the room's end: nobody left in it for
+// EmptyTimeout, the room lost or closed, or the process handing it over.
+func (a *Agent) serveRoom(j *job, room *lksdk.Room, ev *roomEvents) (livekit.JobStatus, string) {
+	empty := time.NewTimer(a.cfg.EmptyTimeout)
+	if countHumans(room) > 0 {
+		empty.Stop()
+	}
+	defer empty.Stop()
+	for {
+		select {
+		case n := <-ev.humans:
+			if n == 0 {
+				empty.Reset(a.cfg.EmptyTimeout)
+			} else {
+				empty.Stop()
+			}
+		case <-empty.C:
+			ev.log.Info("nobody left in the room; leaving")
+			room.Disconnect()
+			a.metrics.jobs.WithLabelValues("done").Inc()
+			return livekit.JobStatus_JS_SUCCESS, ""
+		case reason := <-ev.disconnected:
+			// The SDK resumes and rejoins by itself; this is after it gave
+			// up, or the room closed, or another bot took the room over.
+			if reason == lksdk.DuplicateIdentity || reason == lksdk.RoomClosed || reason == lksdk.LeaveRequested {
+				a.metrics.jobs.WithLabelValues("done").Inc()
+				return livekit.JobStatus_JS_SUCCESS, ""
+			}
+			if room.DisconnectReason() == livekit.DisconnectReason_ROOM_DELETED {
+				// An operator deleted the room (RoomService DeleteRoom): a
+				// new dispatch would create it again.
+				ev.log.Info("the room was deleted; leaving it deleted")
+				a.metrics.jobs.WithLabelValues("done").Inc()
+				return livekit.JobStatus_JS_SUCCESS, "room deleted"
+			}
+			ev.log.Warn("lost the room", "reason", reason)
+			a.metrics.jobs.WithLabelValues("failed").Inc()
+			a.redispatch(j.room)
+			return livekit.JobStatus_JS_FAILED, fmt.Sprintf("disconnected: %v", reason)
+		case <-j.ended:
+			room.Disconnect()
+			return livekit.JobStatus_JS_SUCCESS, "handed over"
+		}
+	}
+}
+
+// roomEvents maps the SDK's room callbacks to the session, the
+// microphones and the job. The SDK calls them on its own goroutines:
+// none of them blocks.
+type roomEvents struct {
+	log     *slog.Logger
+	metrics *Metrics
+	sess    *Session
+	conn    *conn
+	mics    *mics // nil without voice
+	// humans holds the number of users in the room after the latest
+	// arrival or departure; disconnected, why the SDK gave the room up.
+	humans       chan int
+	disconnected chan lksdk.DisconnectionReason
+}
+
+func (e *roomEvents) callback() *lksdk.RoomCallback {
+	cb := lksdk.NewRoomCallback()
+	cb.OnDataPacket = e.dataPacket
+	cb.OnParticipantConnected = e.participantConnected
+	cb.OnParticipantDisconnected = e.participantDisconnected
+	cb.OnAttributesChanged = e.attributesChanged
+	cb.OnDisconnectedWithReason = e.disconnectedWithReason
+	cb.OnReconnected = e.sess.reconnected
+	if e.mics != nil {
+		cb.OnTrackPublished = e.mics.published
+		cb.OnTrackSubscribed = e.mics.subscribed
+		cb.OnTrackUnsubscribed = e.mics.unsubscribed
+	}
+	return cb
+}
+
+func (e *roomEvents) dataPacket(data lksdk.DataPacket, p lksdk.DataReceiveParams) {
+	u, ok := data.(*lksdk.UserDataPacket)
+	if !ok || !isAlicia(u.Topic) {
+		return
+	}
+	if p.Sender != nil && p.Sender.Kind() == lksdk.ParticipantAgent {
+		e.metrics.badInput.WithLabelValues("agent").Inc()
+		return
+	}
+	e.sess.receive(p.SenderIdentity, u.Payload)
+}
+
+func (e *roomEvents) participantConnected(p *lksdk.RemoteParticipant) {
+	e.log.Debug("participant connected", "identity", p.Identity(), "kind", p.Kind())
+	if p.Kind() == lksdk.ParticipantAgent {
+		return
+	}
+	e.sess.arrived(p.Identity(), p.Attributes())
+	e.countHumans()
+}
+
+func (e *roomEvents) participantDisconnected(p *lksdk.RemoteParticipant) {
+	e.log.Debug("participant disconnected", "identity", p.Identity())
+	e.sess.left(p.Identity())
+	e.countHumans()
+}
+
+// countHumans leaves the latest count for serveRoom, replacing one it
+// has not read: only the latest matters, and the callback must not wait.
+func (e *roomEvents) countHumans() {
+	r := e.conn.get()
+	if r == nil {
+		return
+	}
+	n := countHumans(r)
+	for {
+		select {
+		case e.humans <- n:
+			return
+		default:
+		}
+		select {
+		case <-e.humans:
+		default:
+		}
+	}
+}
+
+func (e *roomEvents) attributesChanged(changed map[string]string, p lksdk.Participant) {
+	rp, ok := p.(*lksdk.RemoteParticipant)
+	if !ok || rp.Kind() == lksdk.ParticipantAgent {
+		return
+	}
+	attrs := maps.Clone(rp.Attributes())
+	if _, ok := changed[AttrReasoningPreference]; !ok {
+		// The preference is set when the client sets it, not again
+		// whenever another attribute changes (it may have been changed
+		// since, through the HTTP API).
+		delete(attrs, AttrReasoningPreference)
+	}
+	e.sess.attributesChanged(rp.Identity(), attrs)
+}
+
+func (e *roomEvents) disconnectedWithReason(reason lksdk.DisconnectionReason) {
+	select {
+	case e.disconnected <- reason:
+	default:
+	}
+}
+
+func countHumans(r *lksdk.Room) int {
+	n := 0
+	for _, p := range r.GetRemoteParticipants() {
+		if p.Kind() != lksdk.ParticipantAgent {
+			n++
+		}
+	}
+	return n
+}
