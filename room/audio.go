@@ -31,6 +31,13 @@ type voiceOut struct {
 	// playEnd is when everything queued will have played: the queue's
 	// length in time, which PCMLocalTrack does not expose.
 	playEnd time.Time
+	// tail is the end of what the track was given, at least what it has
+	// not played yet: a pause takes the unplayed part back from it.
+	tail []int16
+	// held is what a pause took back and what was written since, played
+	// by Resume.
+	held   []int16
+	paused bool
 	// resamplers convert other rates to the track's, one per rate, kept
 	// across writes so that chunk edges do not click.
 	resamplers map[int]media.PCM16Writer
@@ -64,37 +71,95 @@ func (v *voiceOut) Write(samples []int16, rate int) error {
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	now := time.Now()
-	if v.playEnd.Before(now) {
-		v.playEnd = now
-	}
-	v.playEnd = v.playEnd.Add(time.Duration(len(samples)) * time.Second / time.Duration(rate))
 	if rate == v.rate {
-		return v.track.WriteSample(samples)
+		return v.put(samples)
 	}
 	w, ok := v.resamplers[rate]
 	if !ok {
-		w = media.ResampleWriter(trackWriter{v.track}, rate)
+		w = media.ResampleWriter(trackWriter{v}, rate)
 		v.resamplers[rate] = w
 	}
 	return w.WriteSample(samples)
 }
 
-// Clear implements voice.AudioOut: the queued audio is dropped, not played
-// out.
+// put queues samples at the track's rate, or holds them while paused.
+// Called with mu held.
+func (v *voiceOut) put(samples []int16) error {
+	if v.paused {
+		v.held = append(v.held, samples...)
+		return nil
+	}
+	now := time.Now()
+	if v.playEnd.Before(now) {
+		v.playEnd = now
+	}
+	v.playEnd = v.playEnd.Add(v.duration(len(samples)))
+	v.tail = append(v.tail, samples...)
+	if keep := v.samples(v.playEnd.Sub(now)); len(v.tail) > 2*keep+v.rate {
+		// Trimmed now and then, not at every write.
+		v.tail = append([]int16(nil), v.tail[len(v.tail)-keep:]...)
+	}
+	return v.track.WriteSample(samples)
+}
+
+func (v *voiceOut) duration(n int) time.Duration {
+	return time.Duration(n) * time.Second / time.Duration(v.rate)
+}
+
+func (v *voiceOut) samples(d time.Duration) int { return int(d * time.Duration(v.rate) / time.Second) }
+
+// Pause implements voice.AudioOut: the track's queue is taken back, from
+// where the listener is, and held with whatever is written meanwhile.
+func (v *voiceOut) Pause() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.paused {
+		return
+	}
+	n := min(len(v.tail), v.samples(max(0, time.Until(v.playEnd))))
+	v.held = append(append([]int16(nil), v.tail[len(v.tail)-n:]...), v.held...)
+	v.tail = nil
+	v.track.ClearQueue()
+	v.playEnd = time.Now()
+	v.paused = true
+}
+
+// Resume implements voice.AudioOut: what was held plays from where it
+// paused.
+func (v *voiceOut) Resume() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if !v.paused {
+		return
+	}
+	v.paused = false
+	held := v.held
+	v.held = nil
+	if len(held) > 0 {
+		_ = v.put(held)
+	}
+}
+
+// Clear implements voice.AudioOut: the queued and held audio is dropped,
+// not played out, and a pause ends.
 func (v *voiceOut) Clear() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.track.ClearQueue()
 	v.playEnd = time.Now()
+	v.tail, v.held, v.paused = nil, nil, false
 	// A resampler may hold a few milliseconds of the old speech.
 	v.resamplers = map[int]media.PCM16Writer{}
 }
 
-// Queued implements voice.AudioOut.
+// Queued implements voice.AudioOut: what is queued or held and not
+// played yet.
 func (v *voiceOut) Queued() time.Duration {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if v.paused {
+		return v.duration(len(v.held))
+	}
 	return max(0, time.Until(v.playEnd))
 }
 
@@ -104,12 +169,13 @@ func (v *voiceOut) Close() error {
 	return errors.Join(err, v.track.Close())
 }
 
-// trackWriter lets a resampler write into the track without closing it.
-type trackWriter struct{ t *lkmedia.PCMLocalTrack }
+// trackWriter lets a resampler write into the voice (paused or not)
+// without closing it; it is called within Write, with mu held.
+type trackWriter struct{ v *voiceOut }
 
 func (w trackWriter) String() string                        { return "VoiceOut" }
-func (w trackWriter) SampleRate() int                       { return w.t.SampleRate() }
-func (w trackWriter) WriteSample(s media.PCM16Sample) error { return w.t.WriteSample(s) }
+func (w trackWriter) SampleRate() int                       { return w.v.rate }
+func (w trackWriter) WriteSample(s media.PCM16Sample) error { return w.v.put(s) }
 func (w trackWriter) Close() error                          { return nil }
 
 // micInput receives a speaker's audio, 16 kHz mono.

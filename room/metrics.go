@@ -10,6 +10,7 @@ type Metrics struct {
 	sendFailures prometheus.Counter
 	replayed     prometheus.Counter
 	jobs         *prometheus.CounterVec
+	talkOver     *prometheus.CounterVec
 }
 
 // NewMetrics registers the room metrics on reg (nil: not exported).
@@ -27,9 +28,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Envelopes sent again to resuming clients."}),
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "alicia", Subsystem: "room", Name: "jobs_total",
 			Help: "Agent jobs by outcome: accepted, refused, done, failed, handed_over."}, []string{"outcome"}),
+		talkOver: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "alicia", Subsystem: "voice", Name: "talk_over_total",
+			Help: "What users' speech over the agent or to it came to: interruption (the agent stopped), false_interruption (no words; it resumed), unrecognised (speech with no transcript; no turn)."}, []string{"outcome"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.badInput, m.packetsOut, m.streams, m.sendFailures, m.replayed, m.jobs)
+		reg.MustRegister(m.badInput, m.packetsOut, m.streams, m.sendFailures, m.replayed, m.jobs, m.talkOver)
 	}
 	return m
 }
+
+// Interrupted, FalseInterruption and Unrecognised make the metrics the
+// voice stage's Observer.
+func (m *Metrics) Interrupted()       { m.talkOver.WithLabelValues("interruption").Inc() }
+func (m *Metrics) FalseInterruption() { m.talkOver.WithLabelValues("false_interruption").Inc() }
+func (m *Metrics) Unrecognised()      { m.talkOver.WithLabelValues("unrecognised").Inc() }

@@ -67,7 +67,11 @@ func (v *voiceJob) start(r *lksdk.Room, sess *Session) {
 		return
 	}
 	v.out = out
-	stage := voice.New(v.cfg.Stage, voice.NewAsker(conv, sess), sess.speech, out)
+	cfg := v.cfg.Stage
+	if cfg.Observer == nil {
+		cfg.Observer = sess.metrics
+	}
+	stage := voice.New(cfg, voice.NewAsker(conv, sess), sess.speech, out)
 	v.wg.Add(1)
 	go func() {
 		defer v.wg.Done()

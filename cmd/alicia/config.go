@@ -34,6 +34,9 @@ type serveConfig struct {
 	DebugAddr      string
 	Voice          string
 	Speech         voice.ProviderConfig
+	// Stage is the voice stage's turn-taking; its providers come from
+	// Speech.
+	Stage voice.Config
 	// SpeechStandinPhrases limits the speech stand-in's recogniser.
 	SpeechStandinPhrases string
 	// ReasoningDefault: the show-reasoning mode of users who never chose.
@@ -69,6 +72,7 @@ func (c *serveConfig) flags() *flag.FlagSet {
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "debug, info, warn or error; the LiveKit SDK's routine lines are debug")
 	fs.StringVar(&c.Voice, "voice", "on", "on: listen to users' microphones and speak answers; off: text only")
 	c.Speech.Flags(fs)
+	c.Stage.Flags(fs)
 	fs.StringVar(&c.SpeechStandinPhrases, "speech-standin-phrases", "", "a file of phrases, one a line, that the speech stand-in's recogniser is limited to")
 	fs.StringVar(&c.ReasoningDefault, "reasoning-default", string(reasoning.ModeFull), "show-reasoning mode of a user who never chose one: off, summary or full")
 	fs.VisitAll(func(f *flag.Flag) { f.Usage += " (" + envName(f.Name) + ")" })

@@ -109,6 +109,9 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 			return err
 		}
 		defer stop()
+		timing := sc.Stage
+		timing.Recognizer, timing.Synthesizer, timing.Language, timing.Voice, timing.Logger = vcfg.Stage.Recognizer, vcfg.Stage.Synthesizer, vcfg.Stage.Language, vcfg.Stage.Voice, vcfg.Stage.Logger
+		vcfg.Stage = timing
 		agent.EnableVoice(vcfg)
 	}
 	users := room.BearerIdentity(cfg.APIKey, cfg.APISecret)

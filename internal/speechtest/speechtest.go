@@ -4,6 +4,7 @@ package speechtest
 
 import (
 	"bytes"
+	"math"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -66,6 +67,26 @@ func Click(ms, sampleRate int) []int16 {
 		x ^= x >> 17
 		x ^= x << 5
 		out[i] = int16(int32(x%20001) - 10000)
+	}
+	return out
+}
+
+// Hum is ms milliseconds of a hummed "mm-hm": a voiced sound, harmonics
+// of a 130 Hz voice in two syllables, loud enough for any VAD, with no
+// word in it.
+func Hum(ms, sampleRate int) []int16 {
+	out := make([]int16, ms*sampleRate/1000)
+	for i := range out {
+		t := float64(i) / float64(sampleRate)
+		pos := float64(i) / float64(len(out))
+		// Two syllables, each rising and falling, a short dip between.
+		env := math.Sin(math.Pi * math.Mod(pos*2, 1))
+		f0 := 130 * (1 + 0.08*pos)
+		var v float64
+		for h := 1; h <= 6; h++ {
+			v += math.Sin(2*math.Pi*f0*float64(h)*t) / float64(h)
+		}
+		out[i] = int16(5000 * env * v)
 	}
 	return out
 }

@@ -80,8 +80,9 @@ const (
 type EndpointEvent struct {
 	Kind  EndpointEventKind
 	Audio []int16
-	// Speech is how long the utterance's voice lasted.
-	Speech time.Duration
+	// Speech is how long the utterance's voice lasted; Trailing, for
+	// SpeechEnded, the silence after it that ended it.
+	Speech, Trailing time.Duration
 }
 
 // Endpointer finds utterances in a stream of 16 kHz frames. It counts
@@ -198,7 +199,7 @@ func (e *Endpointer) Push(frame []int16) ([]EndpointEvent, error) {
 		wait = e.cfg.UnfinishedSilence
 	}
 	if e.silent >= frames(wait) {
-		ev := EndpointEvent{Kind: SpeechEnded, Audio: append([]int16(nil), e.audio...), Speech: e.Speech()}
+		ev := EndpointEvent{Kind: SpeechEnded, Audio: append([]int16(nil), e.audio...), Speech: e.Speech(), Trailing: time.Duration(e.silent) * FrameDuration}
 		e.inSpeech, e.run, e.voiced, e.text = false, 0, 0, ""
 		e.audio = e.audio[:0]
 		out = append(out, ev)

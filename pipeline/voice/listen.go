@@ -124,6 +124,9 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 			if e.InSpeech() && r.id == id && r.text != "" {
 				e.SetText(r.text)
 				s.room.Transcript(ctx, Transcript{ID: id, Speaker: speaker, TrackID: trackID, Text: r.text})
+				if hasWords(r.text) {
+					s.post(func(l *loop) { l.words(r.id) })
+				}
 			}
 		case pcm, ok := <-in.ch:
 			if !ok {
@@ -139,8 +142,12 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 					switch ev.Kind {
 					case SpeechStarted:
 						id, interrupts, sinceInter = wire.NewID("msg"), false, 0
+						uid := id
+						s.post(func(l *loop) { l.onset(uid) })
 					case SpeechEnded:
-						finished.Push(utterance{id: id, audio: ev.Audio}, 0)
+						uid, at := id, time.Now().Add(-ev.Trailing)
+						finished.Push(utterance{id: uid, audio: ev.Audio}, 0)
+						s.post(func(l *loop) { l.speechEnded(uid, at) })
 						id = ""
 					}
 				}
@@ -149,7 +156,8 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 				}
 				if !interrupts && e.Speech() >= s.cfg.MinInterruption {
 					interrupts = true
-					s.post(func(l *loop) { l.bargeIn() })
+					uid := id
+					s.post(func(l *loop) { l.longSpeech(uid) })
 				}
 				sinceInter += FrameDuration
 				if s.cfg.InterimEvery > 0 && sinceInter >= s.cfg.InterimEvery && !inFlight {
@@ -196,11 +204,15 @@ func (s *Stage) finish(ctx context.Context, log *slog.Logger, u utterance, speak
 		s.room.Transcript(ctx, Transcript{ID: u.id, Speaker: speaker, TrackID: trackID, Text: partial})
 	})
 	if err != nil {
+		// Treated as silence, so that a paused agent resumes.
 		log.Warn("voice: recognition failed; the utterance is lost", "err", err)
-		return
+		text = ""
 	}
-	if text == "" {
-		log.Debug("voice: nothing recognised in an utterance", "seconds", float64(len(u.audio))/InputRate)
+	var ask bool
+	if !s.do(ctx, func(l *loop) { ask = l.recognised(u.id, text) }) || !ask {
+		if text == "" && err == nil {
+			log.Info("voice: speech with no transcript; no turn", "seconds", float64(len(u.audio))/InputRate)
+		}
 		return
 	}
 	s.room.Transcript(ctx, Transcript{ID: u.id, Speaker: speaker, TrackID: trackID, Text: text, Final: true})

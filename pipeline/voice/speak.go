@@ -17,6 +17,11 @@ type playback struct {
 	mu      sync.Mutex
 	written time.Duration
 	spoken  []spokenSentence
+	// cue plays until the answer's first audio (nil when none plays);
+	// cued is how much of it was queued, ahead of the answer.
+	cue      cueSource
+	cued     time.Duration
+	answered bool
 }
 
 type spokenSentence struct {
@@ -34,6 +39,8 @@ func (p *playback) interrupt(out AudioOut) pipeline.Heard {
 	defer p.mu.Unlock()
 	queued := out.Queued()
 	out.Clear()
+	// The cue, if any, was queued ahead of the answer: what is left is
+	// the answer's end.
 	played := max(0, p.written-queued)
 	h := pipeline.Heard{Played: played, Total: p.written}
 	var full []string
@@ -75,6 +82,9 @@ func (s *Stage) play(ctx context.Context, p *playback, segmentID string) {
 					s.post(func(l *loop) {
 						if l.play == p {
 							l.setState(StateSpeaking)
+							if l.spoke.IsZero() {
+								l.spoke = time.Now()
+							}
 						}
 					})
 				}
@@ -84,6 +94,10 @@ func (s *Stage) play(ctx context.Context, p *playback, segmentID string) {
 				if ctx.Err() != nil {
 					p.mu.Unlock()
 					return
+				}
+				if !p.answered {
+					p.answered = true
+					p.endCue(s.out)
 				}
 				err := s.out.Write(ev.Samples, ev.SampleRate)
 				p.written += time.Duration(len(ev.Samples)) * time.Second / time.Duration(ev.SampleRate)
@@ -131,4 +145,70 @@ func (s *Stage) play(ctx context.Context, p *playback, segmentID string) {
 			l.setState(StateListening)
 		}
 	})
+}
+
+// endCue stops the cue for the answer: a short fade from where it is,
+// queued before the answer's first audio, so that the two never overlap
+// and nothing clicks. Called with mu held.
+func (p *playback) endCue(out AudioOut) {
+	if p.cue == nil {
+		return
+	}
+	if tail := p.cue.fade(); len(tail) > 0 {
+		_ = out.Write(tail, p.cue.rate())
+		p.cued += time.Duration(len(tail)) * time.Second / time.Duration(p.cue.rate())
+	}
+	p.cue = nil
+}
+
+// playCue plays the thinking cue from at until the answer's first audio,
+// a little ahead of the listener at a time, so that the answer never
+// waits behind more than cueAhead of it.
+func (s *Stage) playCue(ctx context.Context, p *playback, at time.Time, src func(context.Context) cueSource) {
+	select {
+	case <-time.After(time.Until(at)):
+	case <-ctx.Done():
+		return
+	}
+	p.mu.Lock()
+	answered := p.answered
+	p.mu.Unlock()
+	if answered {
+		return
+	}
+	cue := src(ctx)
+	if cue == nil {
+		return
+	}
+	p.mu.Lock()
+	if p.answered || ctx.Err() != nil {
+		p.mu.Unlock()
+		return
+	}
+	p.cue = cue
+	p.mu.Unlock()
+	tick := time.NewTicker(FrameDuration)
+	defer tick.Stop()
+	for {
+		p.mu.Lock()
+		if p.cue == nil || ctx.Err() != nil {
+			p.mu.Unlock()
+			return
+		}
+		for s.out.Queued() < cueAhead {
+			chunk := p.cue.next(p.cue.rate() / 50)
+			if len(chunk) == 0 {
+				p.cue = nil // a phrase is said once
+				break
+			}
+			_ = s.out.Write(chunk, p.cue.rate())
+			p.cued += time.Duration(len(chunk)) * time.Second / time.Duration(p.cue.rate())
+		}
+		p.mu.Unlock()
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return
+		}
+	}
 }

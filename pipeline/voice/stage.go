@@ -2,6 +2,7 @@ package voice
 
 import (
 	"context"
+	"flag"
 	"log/slog"
 	"sync"
 	"time"
@@ -17,9 +18,30 @@ type Config struct {
 	Synthesizer Synthesizer
 	Endpoint    EndpointConfig
 	// MinInterruption is how long the user must speak over the agent to
-	// interrupt it, so that a cough or an "mm-hm" does not. Default
-	// 500 ms, LiveKit Agents' min_interruption_duration.
+	// interrupt it when no word was recognised yet. Default 500 ms,
+	// LiveKit Agents' min_interruption_duration. The agent's audio pauses
+	// at the onset of the speech already; this decides whether it stops.
 	MinInterruption time.Duration
+	// FalseInterruption is how long after talk over the agent ends the
+	// paused speech waits for a word before it resumes. Default 2 s,
+	// LiveKit Agents' false_interruption_timeout; it resumes sooner once
+	// the utterance's transcript is known to hold none.
+	FalseInterruption time.Duration
+	// EchoWarmup: during the first EchoWarmup of the agent's speech in a
+	// conversation only words interrupt it, and nothing pauses it, so
+	// that a client whose echo canceller has not settled yet does not cut
+	// the agent off with its own voice. Default 3 s (LiveKit Agents'
+	// aec_warmup_duration); negative turns it off.
+	EchoWarmup time.Duration
+	// Observer hears interruptions, for metrics.
+	Observer Observer
+	// Cue is what plays while the model thinks (default sound); a client
+	// may ask for another (Room.ThinkingCue). CueAfter is when it starts,
+	// from the end of the user's speech (from the turn's start for a typed
+	// one) if no answer is audible by then. Default 1 s: the endpointing
+	// delay is inside it.
+	Cue      CueMode
+	CueAfter time.Duration
 	// InterimEvery is how often an utterance in progress is recognised
 	// for interim transcripts. Default 1 s; negative turns them off (a
 	// streaming recogniser still sends its partials).
@@ -29,12 +51,40 @@ type Config struct {
 	Logger          *slog.Logger
 }
 
+// Flags registers the turn-taking settings on fs; the providers are set
+// apart (ProviderConfig).
+func (c *Config) Flags(fs *flag.FlagSet) {
+	fs.DurationVar(&c.MinInterruption, "voice-min-interruption", 500*time.Millisecond, "how long speech over the agent must last, without a recognised word, to stop it (its audio pauses at the speech's onset)")
+	fs.DurationVar(&c.FalseInterruption, "voice-false-interruption", 2*time.Second, "how long after speech over the agent ends its paused audio waits for a word before it resumes")
+	fs.DurationVar(&c.EchoWarmup, "voice-echo-warmup", 3*time.Second, "at the start of the agent's first speech, how long only words interrupt it (a client's echo canceller settling); negative: off")
+	fs.DurationVar(&c.Endpoint.MinSpeech, "voice-min-speech", 120*time.Millisecond, "how long voice must last to count as speech (and pause the agent)")
+	fs.DurationVar(&c.Endpoint.Silence, "voice-endpoint-silence", 500*time.Millisecond, "the silence that ends an utterance")
+	fs.TextVar(&c.Cue, "voice-thinking-cue", CueSound, "what plays while the model thinks and no answer is audible yet: sound, phrase or off (a client may ask otherwise with the feature thinking_cue:<mode>)")
+	fs.DurationVar(&c.CueAfter, "voice-cue-after", time.Second, "how long after the end of the user's speech the thinking cue starts if no answer is audible")
+	fs.DurationVar(&c.Endpoint.UnfinishedSilence, "voice-endpoint-unfinished-silence", 1500*time.Millisecond, "the silence that ends an utterance whose words look unfinished")
+}
+
 func (c Config) withDefaults() Config {
 	if c.MinInterruption <= 0 {
 		c.MinInterruption = 500 * time.Millisecond
 	}
 	if c.InterimEvery == 0 {
 		c.InterimEvery = time.Second
+	}
+	if c.FalseInterruption <= 0 {
+		c.FalseInterruption = 2 * time.Second
+	}
+	if c.EchoWarmup == 0 {
+		c.EchoWarmup = 3 * time.Second
+	}
+	if c.Observer == nil {
+		c.Observer = noObserver{}
+	}
+	if !c.Cue.Valid() {
+		c.Cue = CueSound
+	}
+	if c.CueAfter <= 0 {
+		c.CueAfter = time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -74,14 +124,28 @@ type loop struct {
 	turn  Turn
 	play  *playback
 	state State
+	// talkOver is the utterance that began while the agent was speaking,
+	// paused the one that paused its audio ("" for none); the timer
+	// resumes a pause no word came in to confirm.
+	talkOver, paused string
+	resume           *time.Timer
+	// spoke is when the agent's speech first played in this
+	// conversation: the echo warm-up counts from it.
+	spoke time.Time
+	// ended is when each recent utterance's voice ended, by id: the cue
+	// of the turn answering it counts from there.
+	ended map[string]time.Time
+	// phrase is the last phrase cue said, so as not to say it twice.
+	phrase int
 }
 
 // Run serves the stage until ctx ends, then stops what it started.
 func (s *Stage) Run(ctx context.Context) {
 	defer close(s.done)
-	l := &loop{s: s, ctx: ctx}
+	l := &loop{s: s, ctx: ctx, ended: map[string]time.Time{}}
 	l.setState(StateListening)
 	defer l.wg.Wait()
+	defer l.stopResume()
 	for {
 		select {
 		case <-ctx.Done():
@@ -146,25 +210,23 @@ func (l *loop) hush() {
 	if l.play == nil {
 		return
 	}
-	h := l.play.interrupt(l.s.out)
-	l.play.turn.Heard(h)
-	l.play = nil
+	l.silence()
 	l.setState(StateListening)
 }
 
-// bargeIn: the user has spoken over the agent long enough.
-func (l *loop) bargeIn() {
-	if l.play == nil {
-		return
-	}
-	l.s.cfg.Logger.Info("voice: barge-in; the agent stops speaking")
-	l.stop(wire.StopAll)
+// silence clears the answer being spoken and tells its turn how much was
+// heard.
+func (l *loop) silence() {
+	h := l.play.interrupt(l.s.out)
+	l.play.turn.Heard(h)
+	l.play = nil
+	l.talkOver, l.paused = "", ""
+	l.stopResume()
 }
 
 func (l *loop) startTurn(t Turn) {
 	if l.play != nil {
-		l.play.interrupt(l.s.out)
-		l.play = nil
+		l.silence()
 	}
 	l.turn = t
 	l.setState(StateThinking)
@@ -191,6 +253,18 @@ func (l *loop) startTurn(t Turn) {
 	p := &playback{cancel: cancel, turn: t}
 	l.play = p
 	done := t.Speak()
+	if src := l.cue(); src != nil {
+		at, spoken := l.ended[t.UserMessageID()]
+		if !spoken {
+			at = time.Now()
+		}
+		delete(l.ended, t.UserMessageID())
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			l.s.playCue(ctx, p, at.Add(l.s.cfg.CueAfter), src)
+		}()
+	}
 	l.wg.Add(2)
 	go func() {
 		defer l.wg.Done()

@@ -2,10 +2,13 @@ package voice_test
 
 import (
 	"context"
+	"fmt"
 	"iter"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +25,7 @@ import (
 type fakeRoom struct {
 	mu          sync.Mutex
 	wants       bool
+	cue         voice.CueMode
 	states      []voice.State
 	transcripts chan voice.Transcript
 	speech      chan voice.AgentSpeech
@@ -42,6 +46,8 @@ func (r *fakeRoom) SetState(_ context.Context, s voice.State) {
 }
 func (r *fakeRoom) WantsAudio() bool { return r.wants }
 
+func (r *fakeRoom) ThinkingCue() voice.CueMode { return r.cue }
+
 // fakeOut plays at speed times real time, as a track would at 1.
 type fakeOut struct {
 	mu      sync.Mutex
@@ -49,6 +55,10 @@ type fakeOut struct {
 	playEnd time.Time
 	written time.Duration
 	clears  int
+	// paused holds held audio time until Resume.
+	paused          bool
+	held            time.Duration
+	pauses, resumes int
 }
 
 func (o *fakeOut) Write(s []int16, rate int) error {
@@ -56,6 +66,10 @@ func (o *fakeOut) Write(s []int16, rate int) error {
 	defer o.mu.Unlock()
 	d := time.Duration(len(s)) * time.Second / time.Duration(rate)
 	o.written += d
+	if o.paused {
+		o.held += d
+		return nil
+	}
 	if now := time.Now(); o.playEnd.Before(now) {
 		o.playEnd = now
 	}
@@ -68,11 +82,36 @@ func (o *fakeOut) Clear() {
 	defer o.mu.Unlock()
 	o.clears++
 	o.playEnd = time.Now()
+	o.paused, o.held = false, 0
+}
+
+// Pause holds what is queued, as audio time; writes while paused are
+// counted into written as they come.
+func (o *fakeOut) Pause() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.paused {
+		o.paused, o.held = true, time.Duration(float64(max(0, time.Until(o.playEnd)))*o.speed)
+		o.pauses++
+	}
+}
+
+func (o *fakeOut) Resume() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.paused {
+		o.paused = false
+		o.playEnd = time.Now().Add(time.Duration(float64(o.held) / o.speed))
+		o.resumes++
+	}
 }
 
 func (o *fakeOut) Queued() time.Duration {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.paused {
+		return o.held
+	}
 	return time.Duration(float64(max(0, time.Until(o.playEnd))) * o.speed)
 }
 
@@ -111,7 +150,11 @@ func newTurn(ss ...pipeline.Sentence) *fakeTurn {
 
 func (t *fakeTurn) finish() { t.stop.Do(func() { close(t.sentences); close(t.done) }) }
 
-func (t *fakeTurn) UserMessageID() string { return t.id }
+func (t *fakeTurn) UserMessageID() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.id
+}
 
 func (t *fakeTurn) Sentences(ctx context.Context) iter.Seq[pipeline.Sentence] {
 	return func(yield func(pipeline.Sentence) bool) {
@@ -167,7 +210,9 @@ func (e *fakeEngine) Ask(_ context.Context, speaker, id, text string) error {
 	if t == nil {
 		return errRefused
 	}
+	t.mu.Lock()
 	t.id = id
+	t.mu.Unlock()
 	e.stage.SpeakTurn(t)
 	return nil
 }
@@ -202,13 +247,20 @@ func speechServer(t testing.TB) (string, *atomic.Int32) {
 	return srv.URL + "/v1", &synth
 }
 
-func newStage(t testing.TB, base string, e *fakeEngine, r voice.Room, out voice.AudioOut) *voice.Stage {
+// newStage runs a stage on the stand-in's speech, with the echo warm-up
+// off unless a test turns it on: these agents' audio never comes back.
+func newStage(t testing.TB, base string, e *fakeEngine, r voice.Room, out voice.AudioOut, opts ...func(*voice.Config)) *voice.Stage {
 	t.Helper()
-	st := voice.New(voice.Config{
+	cfg := voice.Config{
 		Recognizer:  &voice.OpenAIRecognizer{URL: base, Model: "whisper-1", Streaming: true},
 		Synthesizer: &voice.OpenAISynthesizer{URL: base, Model: "tts-1"},
+		EchoWarmup:  -1,
 		Logger:      slog.New(slog.DiscardHandler),
-	}, e, r, out)
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	st := voice.New(cfg, e, r, out)
 	e.stage = st
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -328,9 +380,9 @@ func TestStageNoAudioOutput(t *testing.T) {
 	}
 }
 
-// A click and a short "yes" over the agent's speech do not interrupt it;
-// a real question does: the audio is cleared, the generation stopped, and
-// the turn told how much was heard.
+// A click over the agent's speech does not interrupt it; a real question
+// does: the audio is cleared, the generation stopped, and the turn told
+// how much was heard.
 func TestStageBargeIn(t *testing.T) {
 	base, _ := speechServer(t)
 	room := newRoom(true)
@@ -353,18 +405,14 @@ func TestStageBargeIn(t *testing.T) {
 	in := st.Listen("alice", "TR_alice")
 
 	pcm := append(speechtest.Silence(300, voice.InputRate), speechtest.Click(150, voice.InputRate)...)
-	pcm = append(pcm, speechtest.Silence(700, voice.InputRate)...)
-	pcm = append(pcm, speechtest.Render(t, "Yes.", 140, voice.InputRate)...)
-	pcm = append(pcm, speechtest.Silence(1000, voice.InputRate)...)
+	pcm = append(pcm, speechtest.Silence(2500, voice.InputRate)...)
 	feed(in, pcm)
-	if s := wait(t, eng.started, "the short utterance"); s.text != "yes" {
-		t.Fatalf("heard %q", s.text)
-	}
+	// The stage is ordered: its state is read after it took the click.
 	if got := st.State(context.Background()); got != voice.StateSpeaking || len(long.interrupts) != 0 {
-		t.Fatalf("after a click and a yes: state %q, %d interrupts", got, len(long.interrupts))
+		t.Fatalf("after a click: state %q, %d interrupts", got, len(long.interrupts))
 	}
 	if _, clears := out.stats(); clears != 0 {
-		t.Fatalf("after a click and a yes: %d clears", clears)
+		t.Fatalf("after a click: %d clears", clears)
 	}
 
 	feed(in, append(speechtest.Render(t, other, 140, voice.InputRate), speechtest.Silence(1000, voice.InputRate)...))
@@ -500,6 +548,7 @@ func TestListeningDoesNotWaitForRecognition(t *testing.T) {
 		Recognizer:   rec,
 		Synthesizer:  &voice.OpenAISynthesizer{URL: base, Model: "tts-1"},
 		InterimEvery: -1,
+		EchoWarmup:   -1,
 		Logger:       slog.New(slog.DiscardHandler),
 	}, eng, room, out)
 	eng.stage = st
@@ -525,4 +574,247 @@ func TestListeningDoesNotWaitForRecognition(t *testing.T) {
 		t.Fatalf("turn %+v", s)
 	}
 	wait(t, eng.started, "the second utterance's turn")
+}
+
+// scriptedRecognizer answers every request with text: what a real
+// recogniser makes of a cough or a hum varies, and these tests are about
+// what the stage does with each answer.
+type scriptedRecognizer struct{ text string }
+
+func (r scriptedRecognizer) Stream(context.Context, *voice.RecognizeRequest) iter.Seq[voice.RecognizeEvent] {
+	return func(yield func(voice.RecognizeEvent) bool) {
+		yield(voice.RecognizeEvent{Kind: voice.RecognizeFinal, Text: r.text})
+	}
+}
+
+// observed counts what the stage reports to its Observer.
+type observed struct{ interrupted, falseInterruptions, unrecognised atomic.Int32 }
+
+func (o *observed) Interrupted()       { o.interrupted.Add(1) }
+func (o *observed) FalseInterruption() { o.falseInterruptions.Add(1) }
+func (o *observed) Unrecognised()      { o.unrecognised.Add(1) }
+
+// A hum ("mm-hm") or a burst of noise over the agent pauses its audio at
+// the onset and resumes it once the utterance proves to hold no word:
+// nothing is cleared or repeated, the generation goes on, no turn starts,
+// and the whole answer is spoken.
+func TestStageFalseInterruptionResumes(t *testing.T) {
+	base, _ := speechServer(t)
+	for _, tc := range []struct {
+		name, heard string
+		sound       []int16
+	}{
+		{"hum", "mm-hmm", speechtest.Hum(400, voice.InputRate)},
+		{"noise", "", speechtest.Click(300, voice.InputRate)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			room := newRoom(true)
+			out := &fakeOut{speed: 1}
+			obs := &observed{}
+			turn := newTurn(
+				pipeline.Sentence{Sequence: 1, Text: "The weather in Paris is mild today, with a light breeze from the west."},
+				pipeline.Sentence{Sequence: 2, Text: "Take a coat."},
+			)
+			turn.finish()
+			eng := &fakeEngine{started: make(chan started, 4), accept: func(string) *fakeTurn { return nil }}
+			st := newStage(t, base, eng, room, out, func(c *voice.Config) {
+				c.Recognizer, c.Observer = scriptedRecognizer{tc.heard}, obs
+			})
+			in := st.Listen("alice", "TR_alice")
+			st.SpeakTurn(turn)
+			wait(t, room.speech, "the first sentence")
+			feed(in, append(append(speechtest.Silence(200, voice.InputRate), tc.sound...), speechtest.Silence(800, voice.InputRate)...))
+			for obs.falseInterruptions.Load() == 0 {
+				if got := st.State(context.Background()); got != voice.StateSpeaking {
+					t.Fatalf("the agent is %s", got)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			last := wait(t, room.speech, "the second sentence")
+			end := wait(t, room.speech, "the end of the answer")
+			out.mu.Lock()
+			pauses, resumes, clears := out.pauses, out.resumes, out.clears
+			out.mu.Unlock()
+			if pauses != 1 || resumes != 1 || clears != 0 || len(turn.interrupts) != 0 || len(eng.started) != 0 ||
+				last.Text != "Take a coat." || !end.Final || obs.interrupted.Load() != 0 {
+				t.Fatalf("%d pauses, %d resumes, %d clears, %d interrupts, %d turns, spoke %q then %+v", pauses, resumes, clears, len(turn.interrupts), len(eng.started), last.Text, end)
+			}
+		})
+	}
+}
+
+// While the agent's first speech may still come back through a client
+// whose echo canceller has not settled, sound over it neither pauses nor
+// stops it, however long; words still do.
+func TestStageEchoWarmup(t *testing.T) {
+	base, _ := speechServer(t)
+	for _, tc := range []struct {
+		heard       string
+		interrupted bool
+	}{{"", false}, {"stop please", true}} {
+		t.Run(fmt.Sprint(tc.interrupted), func(t *testing.T) {
+			room := newRoom(true)
+			out := &fakeOut{speed: 1}
+			obs := &observed{}
+			turn := newTurn(pipeline.Sentence{Sequence: 1, Text: "The weather in Paris is mild today, with a light breeze from the west."})
+			eng := &fakeEngine{started: make(chan started, 4), accept: func(string) *fakeTurn { return nil }}
+			st := newStage(t, base, eng, room, out, func(c *voice.Config) {
+				c.Recognizer, c.Observer, c.EchoWarmup, c.InterimEvery = scriptedRecognizer{tc.heard}, obs, time.Minute, -1
+			})
+			in := st.Listen("alice", "TR_alice")
+			st.SpeakTurn(turn)
+			wait(t, room.speech, "the first sentence")
+			feed(in, append(speechtest.Hum(900, voice.InputRate), speechtest.Silence(800, voice.InputRate)...))
+			if tc.interrupted {
+				if got := wait(t, turn.interrupts, "the interruption"); got.kind != wire.StopAll {
+					t.Fatalf("interrupt %+v", got)
+				}
+				wait(t, eng.started, "the turn")
+				return
+			}
+			for obs.unrecognised.Load() == 0 {
+				time.Sleep(20 * time.Millisecond)
+			}
+			out.mu.Lock()
+			pauses, clears := out.pauses, out.clears
+			out.mu.Unlock()
+			if st.State(context.Background()) != voice.StateSpeaking || pauses != 0 || clears != 0 || len(turn.interrupts) != 0 || obs.interrupted.Load() != 0 {
+				t.Fatalf("during the warm-up: %d pauses, %d clears, %d interrupts", pauses, clears, len(turn.interrupts))
+			}
+		})
+	}
+}
+
+// toneSynth speaks every sentence as 600 ms of tone at 16 kHz, a rate
+// the cue never uses, so that a recording tells the two apart.
+type toneSynth struct{}
+
+func (toneSynth) Stream(context.Context, *voice.SynthesizeRequest) iter.Seq[voice.SynthesizeEvent] {
+	return func(yield func(voice.SynthesizeEvent) bool) {
+		pcm := make([]int16, 16000*6/10)
+		for i := range pcm {
+			pcm[i] = int16(3000 * math.Sin(2*math.Pi*220*float64(i)/16000))
+		}
+		yield(voice.SynthesizeEvent{Kind: voice.SynthesizeAudio, Samples: pcm, SampleRate: 16000})
+	}
+}
+
+// recordedOut notes every write's rate and when it came.
+type recordedOut struct {
+	*fakeOut
+	mu     sync.Mutex
+	writes []recordedWrite
+}
+
+type recordedWrite struct {
+	at   time.Time
+	rate int
+	n    int
+}
+
+func (o *recordedOut) Write(s []int16, rate int) error {
+	o.mu.Lock()
+	o.writes = append(o.writes, recordedWrite{time.Now(), rate, len(s)})
+	o.mu.Unlock()
+	return o.fakeOut.Write(s, rate)
+}
+
+// Clear is recorded as a write of rate 0.
+func (o *recordedOut) Clear() {
+	o.mu.Lock()
+	o.writes = append(o.writes, recordedWrite{at: time.Now()})
+	o.mu.Unlock()
+	o.fakeOut.Clear()
+}
+
+func (o *recordedOut) recorded() []recordedWrite {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]recordedWrite(nil), o.writes...)
+}
+
+// While the model thinks past CueAfter with nothing audible, the cue
+// plays; the answer's first audio ends it with a short fade queued before
+// the answer, and no cue is written after. A client that asked for no
+// cue hears none.
+func TestStageThinkingCue(t *testing.T) {
+	for _, mode := range []voice.CueMode{"", voice.CueOff} {
+		t.Run(string(mode), func(t *testing.T) {
+			room := newRoom(true)
+			room.cue = mode
+			out := &recordedOut{fakeOut: &fakeOut{speed: 1}}
+			turn := newTurn()
+			st := newStage(t, "", &fakeEngine{started: make(chan started, 1)}, room, out, func(c *voice.Config) {
+				c.Synthesizer, c.CueAfter = toneSynth{}, 100*time.Millisecond
+			})
+			start := time.Now()
+			st.SpeakTurn(turn)
+			if mode == voice.CueOff {
+				// Ordered: the stage took the turn before this state.
+				if st.State(context.Background()) != voice.StateThinking {
+					t.Fatal("not thinking")
+				}
+			} else {
+				for len(out.recorded()) < 10 {
+					time.Sleep(20 * time.Millisecond)
+				}
+				if st.State(context.Background()) != voice.StateThinking {
+					t.Fatal("the cue changed the agent's state")
+				}
+			}
+			turn.sentences <- pipeline.Sentence{Sequence: 1, Text: "Here is the answer."}
+			turn.finish()
+			wait(t, room.speech, "the sentence")
+			ws := out.recorded()
+			answer := slices.IndexFunc(ws, func(w recordedWrite) bool { return w.rate == 16000 })
+			if answer < 0 || slices.ContainsFunc(ws[answer:], func(w recordedWrite) bool { return w.rate != 16000 }) {
+				t.Fatalf("writes %+v", ws)
+			}
+			if mode == voice.CueOff {
+				if answer != 0 {
+					t.Fatalf("%d cue writes though the client asked for none", answer)
+				}
+				return
+			}
+			if answer < 2 {
+				t.Fatalf("%d cue writes before the answer", answer)
+			}
+			t.Logf("cue from %v after the turn began, %d writes, answer after %v", ws[0].at.Sub(start).Round(time.Millisecond), answer, ws[answer].at.Sub(start).Round(time.Millisecond))
+		})
+	}
+}
+
+// Talk over the cue stops it like an answer: the queue is cleared and no
+// cue follows.
+func TestStageBargeInDuringTheCue(t *testing.T) {
+	room := newRoom(true)
+	out := &recordedOut{fakeOut: &fakeOut{speed: 1}}
+	turn := newTurn()
+	eng := &fakeEngine{started: make(chan started, 1), accept: func(string) *fakeTurn { return nil }}
+	st := voice.New(voice.Config{Synthesizer: toneSynth{}, Recognizer: scriptedRecognizer{"wait a second"}, CueAfter: 50 * time.Millisecond,
+		EchoWarmup: -1, Logger: slog.New(slog.DiscardHandler)}, eng, room, out)
+	eng.stage = st
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); st.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	in := st.Listen("alice", "TR_alice")
+	st.SpeakTurn(turn)
+	for len(out.recorded()) < 5 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	feed(in, append(speechtest.Hum(900, voice.InputRate), speechtest.Silence(700, voice.InputRate)...))
+	if got := wait(t, turn.interrupts, "the interruption"); got.kind != wire.StopAll {
+		t.Fatalf("interrupt %+v", got)
+	}
+	wait(t, eng.started, "the new question")
+	// Run returns once every goroutine it started is done: after it, no
+	// cue can be written any more.
+	cancel()
+	<-done
+	ws := out.recorded()
+	cleared := slices.IndexFunc(ws, func(w recordedWrite) bool { return w.rate == 0 })
+	if cleared < 0 || slices.ContainsFunc(ws[cleared+1:], func(w recordedWrite) bool { return w.rate != 0 }) {
+		t.Fatalf("writes %+v", ws)
+	}
 }

@@ -125,6 +125,24 @@ const (
 	StateSpeaking     State = "speaking"
 )
 
+// Observer hears what the stage decided about talk over the agent, for
+// metrics. Its methods must return at once.
+type Observer interface {
+	// Interrupted: the user talked over the agent and it stopped.
+	Interrupted()
+	// FalseInterruption: talk over the agent that held no words (a cough,
+	// an "mm-hm", noise); its speech resumed.
+	FalseInterruption()
+	// Unrecognised: speech that gave no transcript; no turn started.
+	Unrecognised()
+}
+
+type noObserver struct{}
+
+func (noObserver) Interrupted()       {}
+func (noObserver) FalseInterruption() {}
+func (noObserver) Unrecognised()      {}
+
 // Room carries what the stage says to the participants.
 type Room interface {
 	// Transcript sends an interim or final transcript.
@@ -136,6 +154,9 @@ type Room interface {
 	// WantsAudio reports whether any participant announced audio_output;
 	// without one nothing is synthesised.
 	WantsAudio() bool
+	// ThinkingCue is the cue a client asked for; "" leaves the
+	// deployment's.
+	ThinkingCue() CueMode
 }
 
 // AudioOut plays PCM at real-time pace.
@@ -143,7 +164,12 @@ type AudioOut interface {
 	// Write queues samples at rate after those already queued, resampling
 	// them to the output's rate.
 	Write(samples []int16, rate int) error
-	// Clear drops every queued sample at once.
+	// Pause stops playing at once and holds what is queued, and whatever
+	// is written meanwhile, for Resume, which plays it from where it
+	// stopped: talk over the agent that may be only a cough.
+	Pause()
+	Resume()
+	// Clear drops every queued or held sample at once, and ends a pause.
 	Clear()
 	// Queued is how much queued audio has not been played yet.
 	Queued() time.Duration

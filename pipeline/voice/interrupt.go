@@ -1,0 +1,137 @@
+package voice
+
+import (
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/alicia-voice/alicia/wire"
+)
+
+// Talk over the agent is decided in two steps, as people do: its onset
+// pauses the agent's audio at once (nothing is lost: the queue is held
+// and the model goes on), and it becomes an interruption only when it
+// lasts MinInterruption or yields a word. A cough, a laugh, an "mm-hm" or
+// the television does neither, and the agent picks up where it paused.
+// Each step runs on Run's goroutine, posted by the speaker's listener.
+
+// onset: a speaker's utterance id began.
+func (l *loop) onset(id string) {
+	if l.play == nil {
+		return
+	}
+	l.talkOver = id
+	if l.warmingUp() || l.paused != "" {
+		return
+	}
+	l.s.out.Pause()
+	l.paused = id
+	l.stopResume()
+}
+
+// longSpeech: the utterance has lasted MinInterruption. While the echo
+// canceller may still be settling, duration proves nothing.
+func (l *loop) longSpeech(id string) {
+	if !l.warmingUp() {
+		l.interrupt(id)
+	}
+}
+
+// words: the utterance was recognised (interim or final) to hold words.
+func (l *loop) words(id string) { l.interrupt(id) }
+
+// interrupt stops the agent for good: audio and generation.
+func (l *loop) interrupt(id string) {
+	if l.play == nil || l.talkOver != id {
+		return
+	}
+	l.s.cfg.Logger.Info("voice: barge-in; the agent stops speaking")
+	l.s.cfg.Observer.Interrupted()
+	l.stop(wire.StopAll)
+}
+
+// speechEnded: the utterance's voice ended at; if it paused the agent,
+// the agent resumes unless a word comes within FalseInterruption.
+func (l *loop) speechEnded(id string, at time.Time) {
+	if len(l.ended) >= 16 {
+		clear(l.ended) // utterances that never became turns
+	}
+	l.ended[id] = at
+	if l.paused != id {
+		return
+	}
+	l.stopResume()
+	l.resume = time.AfterFunc(l.s.cfg.FalseInterruption, func() {
+		l.s.post(func(l *loop) {
+			if l.paused == id {
+				l.falseInterruption()
+			}
+		})
+	})
+}
+
+// recognised takes an utterance's final transcript and says whether it
+// starts a turn. Talk over the agent with no words in it is not a turn:
+// the agent resumes at once, without waiting out FalseInterruption.
+func (l *loop) recognised(id, text string) (ask bool) {
+	over := l.talkOver == id && l.play != nil
+	if text == "" {
+		l.s.cfg.Observer.Unrecognised()
+	}
+	switch {
+	case over && !hasWords(text):
+		if l.paused == id {
+			l.falseInterruption()
+		}
+		l.talkOver = ""
+		return false
+	case text == "":
+		return false
+	case over:
+		l.interrupt(id)
+	}
+	return true
+}
+
+func (l *loop) falseInterruption() {
+	l.s.cfg.Logger.Info("voice: talk over the agent held no words; it resumes")
+	l.s.cfg.Observer.FalseInterruption()
+	l.paused, l.talkOver = "", ""
+	l.stopResume()
+	l.s.out.Resume()
+}
+
+func (l *loop) stopResume() {
+	if l.resume != nil {
+		l.resume.Stop()
+		l.resume = nil
+	}
+}
+
+// warmingUp: the agent's speech began less than EchoWarmup ago.
+func (l *loop) warmingUp() bool {
+	return l.s.cfg.EchoWarmup > 0 && !l.spoke.IsZero() && time.Since(l.spoke) < l.s.cfg.EchoWarmup
+}
+
+// backchannels are what listeners say to show they follow, not to take
+// the turn; recognisers write them many ways.
+var backchannels = map[string]bool{
+	"mm": true, "mmm": true, "mhm": true, "mmhm": true, "mmhmm": true, "hm": true, "hmm": true,
+	"uh": true, "uhhuh": true, "um": true, "umm": true, "ah": true, "oh": true, "huh": true, "er": true,
+}
+
+// hasWords reports whether a transcript holds anything but backchannels.
+func hasWords(text string) bool {
+	for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return unicode.IsSpace(r) || r == ',' || r == '.' || r == '!' || r == '?' }) {
+		w = strings.Map(func(r rune) rune {
+			if unicode.IsLetter(r) {
+				return r
+			}
+			return -1
+		}, w)
+		if w != "" && !backchannels[w] {
+			return true
+		}
+	}
+	return false
+}
