@@ -643,20 +643,3 @@ func TestAttachedSpeakerGetsEveryTurn(t *testing.T) {
 		t.Fatalf("a detached speaker was handed %s", (<-turns).UserMessageID())
 	}
 }
-
-// What speech cut short is kept as heard: the sentences played in full
-// and the one interrupted, marked.
-func TestHeardString(t *testing.T) {
-	for _, tc := range []struct {
-		h    pipeline.Heard
-		want string
-	}{
-		{pipeline.Heard{Text: "One. Two."}, "One. Two."},
-		{pipeline.Heard{Text: "One.", Partial: "Two more."}, "One. [interrupted by the user during: Two more.]"},
-		{pipeline.Heard{Partial: "One."}, "[interrupted by the user during: One.]"},
-	} {
-		if got := tc.h.String(); got != tc.want {
-			t.Errorf("%+v: %q, want %q", tc.h, got, tc.want)
-		}
-	}
-}

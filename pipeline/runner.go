@@ -188,7 +188,7 @@ func (c *Conversation) run(t *Turn) {
 	}
 	content := a.text.String()
 	late := func(h Heard) {
-		text := h.String()
+		text := h.Text
 		c.do(func() {
 			store.SaveMessage(storage.Message{ID: t.ID, ConversationID: c.ID, PreviousID: m.ID, Role: "assistant", Content: text, Status: storage.StatusStopped, VariantOf: sp.variantOf, CreatedAt: now})
 			c.mu.Lock()
@@ -201,7 +201,7 @@ func (c *Conversation) run(t *Turn) {
 		})
 	}
 	if heard := t.takeHeard(late); heard != nil {
-		content, status = heard.String(), storage.StatusStopped
+		content, status = heard.Text, storage.StatusStopped
 	}
 	store.SaveMessage(storage.Message{ID: t.ID, ConversationID: c.ID, PreviousID: m.ID, Role: "assistant", Content: content, Status: status, VariantOf: sp.variantOf, CreatedAt: now})
 	c.remember(turnRecord{user: llm.Message{ID: m.ID, Role: llm.RoleUser, Content: m.Content}, encrypted: encrypted, answerID: t.ID, answer: sp.prefix + content}, sp)

@@ -27,26 +27,11 @@ func (s Sentence) HasEmphasis() bool { return slices.Contains(s.Markdown, wire.M
 
 // Heard is how much of an answer cut short reached the user's ears.
 type Heard struct {
-	// Text is the spoken text that was played out completely, and Partial
-	// the sentence cut off in the middle, if any.
-	Text    string
-	Partial string
+	// Text is what was played, to the word: the answer as it is kept,
+	// and as the model sees it in later turns.
+	Text string
 	// Played and Total are the answer's audio played and synthesised.
 	Played, Total time.Duration
-}
-
-// String is the answer as it is kept: the sentences played in full, and
-// the one the user interrupted, marked as such, so that the model knows
-// in later turns where it was cut off.
-func (h Heard) String() string {
-	if h.Partial == "" {
-		return h.Text
-	}
-	text := h.Text
-	if text != "" {
-		text += " "
-	}
-	return text + "[interrupted by the user during: " + h.Partial + "]"
 }
 
 // Turn is the handle of one answer: it can be interrupted, awaited, and

@@ -134,6 +134,9 @@ func (v *speech) AgentSpeech(_ context.Context, sp voice.AgentSpeech) {
 
 func (v *speech) agentSpeech(sp voice.AgentSpeech) {
 	st := v.answers[sp.SegmentID]
+	if st == nil && sp.Cut {
+		return // cut before a word of it was heard
+	}
 	if st == nil {
 		// A new answer: one cut short is closed as not final.
 		for id, old := range v.answers {
@@ -148,17 +151,13 @@ func (v *speech) agentSpeech(sp voice.AgentSpeech) {
 		v.answers[sp.SegmentID] = st
 	}
 	if sp.Text != "" {
-		text := sp.Text
-		if st.next > 0 {
-			text = " " + text
-		}
-		if err := st.write(text); err != nil {
+		if err := st.write(sp.Text); err != nil {
 			v.s.log.Warn("publishing the agent's transcript", "err", err)
 		}
 	}
-	if sp.Final {
+	if sp.Final || sp.Cut {
 		delete(v.answers, sp.SegmentID)
-		_ = st.close(true)
+		_ = st.close(sp.Final)
 	}
 }
 

@@ -17,6 +17,10 @@ type playback struct {
 	mu      sync.Mutex
 	written time.Duration
 	spoken  []spokenSentence
+	// released counts the sentences whose words have all gone out as the
+	// agent's transcript; synthesised says every sentence is queued.
+	released    int
+	synthesised bool
 	// cue plays until the answer's first audio (nil when none plays);
 	// cued is how much of it was queued, ahead of the answer.
 	cue      cueSource
@@ -24,44 +28,180 @@ type playback struct {
 	answered bool
 }
 
+// spokenSentence is one sentence's audio in the answer, and its words
+// placed in it.
 type spokenSentence struct {
-	text string
+	words []string
+	// at is where each word starts, as a share of the sentence's audio,
+	// by syllables: speech spends its time on syllables, not letters.
+	at []float64
 	// start and end place its audio from the answer's start; done says
 	// its synthesis is complete.
 	start, end time.Duration
 	done       bool
+	released   int // words gone out as transcript
 }
 
-// interrupt clears the queued audio and says how much was heard.
+func newSpokenSentence(text string, start time.Duration) spokenSentence {
+	s := spokenSentence{words: strings.Fields(text), start: start, end: start}
+	total := 0
+	for _, w := range s.words {
+		total += syllables(w)
+	}
+	n := 0
+	for _, w := range s.words {
+		s.at = append(s.at, float64(n)/float64(max(1, total)))
+		n += syllables(w)
+	}
+	return s
+}
+
+// syllableRate is how fast synthesised speech says syllables, for a
+// sentence whose audio is still coming: about LiveKit Agents' 3.83/s.
+const syllableRate = 3.8
+
+// wordAt is where word i starts in the answer's audio, and where it
+// ends (the next word's start, or the sentence's end).
+func (s *spokenSentence) wordAt(i int) (start, end time.Duration) {
+	length := s.end - s.start
+	if !s.done {
+		// Still being synthesised: no word is placed before what its
+		// syllables need.
+		n := 0
+		for _, w := range s.words {
+			n += syllables(w)
+		}
+		length = max(length, time.Duration(float64(n)/syllableRate*float64(time.Second)))
+	}
+	pos := func(f float64) time.Duration { return s.start + time.Duration(f*float64(length)) }
+	start = pos(s.at[i])
+	end = s.start + length
+	if i+1 < len(s.words) {
+		end = pos(s.at[i+1])
+	}
+	return start, end
+}
+
+// syllables counts a word's vowel groups, at least one: close enough to
+// place words in a sentence's audio.
+func syllables(w string) int {
+	n, vowel := 0, false
+	for _, r := range strings.ToLower(w) {
+		v := strings.ContainsRune("aeiouy", r)
+		if v && !vowel {
+			n++
+		}
+		vowel = v
+	}
+	return max(1, n)
+}
+
+// playedLocked is how much of the answer's audio the user has heard:
+// what is still queued is the answer's end (the cue, if any, came
+// before it). Called with mu held.
+func (p *playback) playedLocked(out AudioOut) time.Duration {
+	return max(0, p.written-out.Queued())
+}
+
+// interrupt clears the queued audio and says how much was heard, to the
+// word: a word counts when the user heard most of it.
 func (p *playback) interrupt(out AudioOut) pipeline.Heard {
 	p.cancel()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	queued := out.Queued()
+	played := p.playedLocked(out)
 	out.Clear()
-	// The cue, if any, was queued ahead of the answer: what is left is
-	// the answer's end.
-	played := max(0, p.written-queued)
 	h := pipeline.Heard{Played: played, Total: p.written}
-	var full []string
-	for _, s := range p.spoken {
-		if s.done && s.end <= played {
-			full = append(full, s.text)
-			continue
+	var words []string
+	for i := range p.spoken {
+		s := &p.spoken[i]
+		for k := range s.words {
+			start, end := s.wordAt(k)
+			if start+(end-start)/2 > played {
+				h.Text = strings.Join(words, " ")
+				return h
+			}
+			words = append(words, s.words[k])
 		}
-		if s.start < played {
-			h.Partial = s.text
-		}
-		break
 	}
-	h.Text = strings.Join(full, " ")
+	h.Text = strings.Join(words, " ")
 	return h
 }
 
+// release sends the words the user has heard begin since the last
+// release as the agent's transcript: text in step with the audio, paused
+// with it, and cut where it is cut. Called with mu held, so that no word
+// goes out after a barge-in.
+func (p *playback) release(ctx context.Context, s *Stage, segmentID string) (all bool) {
+	if ctx.Err() != nil {
+		return false
+	}
+	played := p.playedLocked(s.out)
+	var b strings.Builder
+	for p.released < len(p.spoken) {
+		sent := &p.spoken[p.released]
+		for sent.released < len(sent.words) {
+			if start, _ := sent.wordAt(sent.released); start > played || sent.end == sent.start {
+				break
+			}
+			if p.released > 0 || sent.released > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(sent.words[sent.released])
+			sent.released++
+		}
+		if sent.released < len(sent.words) || !sent.done {
+			break
+		}
+		p.released++
+	}
+	all = p.synthesised && p.released == len(p.spoken) && s.out.Queued() <= 0
+	if b.Len() > 0 || all {
+		s.room.AgentSpeech(ctx, AgentSpeech{SegmentID: segmentID, TrackID: s.out.TrackID(), Text: b.String(), Final: all})
+	}
+	return all
+}
+
+// transcribe releases the answer's words as they are played, until all
+// are out or the answer is stopped.
+func (s *Stage) transcribe(ctx context.Context, p *playback, segmentID string) {
+	tick := time.NewTicker(transcriptTick)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		p.mu.Lock()
+		all := p.release(ctx, s, segmentID)
+		p.mu.Unlock()
+		if all {
+			return
+		}
+	}
+}
+
+// transcriptTick is how often the agent's transcript catches up with its
+// audio: a word is shown at most this late.
+const transcriptTick = 50 * time.Millisecond
+
 // play synthesises the turn's sentences one after another while the
 // audio of the earlier ones plays: AudioOut queues and paces, so the
-// next sentence is ready before the previous one has played out.
+// next sentence is ready before the previous one has played out. The
+// transcript follows the audio (transcribe).
 func (s *Stage) play(ctx context.Context, p *playback, segmentID string) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	tctx, stopTranscript := context.WithCancel(ctx)
+	defer stopTranscript()
+	transcribed := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(transcribed)
+		s.transcribe(tctx, p, segmentID)
+	}()
 	started := false
 	for sent := range p.turn.Sentences(ctx) {
 		text := Speakable(sent)
@@ -72,7 +212,7 @@ func (s *Stage) play(ctx context.Context, p *playback, segmentID string) {
 			return
 		}
 		p.mu.Lock()
-		p.spoken = append(p.spoken, spokenSentence{text: text, start: p.written, end: p.written})
+		p.spoken = append(p.spoken, newSpokenSentence(text, p.written))
 		p.mu.Unlock()
 		for ev := range s.cfg.Synthesizer.Stream(ctx, &SynthesizeRequest{Text: text, Voice: s.cfg.Voice}) {
 			switch ev.Kind {
@@ -114,27 +254,29 @@ func (s *Stage) play(ctx context.Context, p *playback, segmentID string) {
 			}
 		}
 		p.mu.Lock()
-		p.spoken[len(p.spoken)-1].done = ctx.Err() == nil
+		last := &p.spoken[len(p.spoken)-1]
+		last.done = ctx.Err() == nil
+		if last.end == last.start {
+			// Nothing was synthesised: nothing of it will be heard.
+			p.spoken = p.spoken[:len(p.spoken)-1]
+		}
 		p.mu.Unlock()
 		if ctx.Err() != nil {
 			return
 		}
-		s.room.AgentSpeech(ctx, AgentSpeech{SegmentID: segmentID, TrackID: s.out.TrackID(), Text: text})
 	}
 	if ctx.Err() != nil {
 		return
 	}
-	s.room.AgentSpeech(ctx, AgentSpeech{SegmentID: segmentID, TrackID: s.out.TrackID(), Final: true})
-	// Wait for the queue to play out before saying the agent listens.
-	for ctx.Err() == nil {
-		q := s.out.Queued()
-		if q <= 0 {
-			break
-		}
-		select {
-		case <-time.After(q):
-		case <-ctx.Done():
-		}
+	p.mu.Lock()
+	p.synthesised = true
+	p.mu.Unlock()
+	// The transcript ends when the audio has played out: then the agent
+	// listens.
+	select {
+	case <-transcribed:
+	case <-ctx.Done():
+		return
 	}
 	if ctx.Err() != nil {
 		return

@@ -214,10 +214,11 @@ func (l *loop) hush() {
 	l.setState(StateListening)
 }
 
-// silence clears the answer being spoken and tells its turn how much was
-// heard.
+// silence clears the answer being spoken, ends its transcript where its
+// audio stopped, and tells its turn how much was heard.
 func (l *loop) silence() {
 	h := l.play.interrupt(l.s.out)
+	l.s.room.AgentSpeech(l.ctx, AgentSpeech{SegmentID: AnswerSegment(l.play.turn.UserMessageID()), TrackID: l.s.out.TrackID(), Cut: true})
 	l.play.turn.Heard(h)
 	l.play = nil
 	l.talkOver, l.paused = "", ""

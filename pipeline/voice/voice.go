@@ -103,15 +103,17 @@ type Transcript struct {
 	Final   bool
 }
 
-// AgentSpeech is a sentence of the agent's answer as it is queued to
-// play. The answer's last one has Final set and no Text; an answer cut
-// short has none.
+// AgentSpeech is the agent's transcript as its audio plays: each Text
+// follows the previous one verbatim (spaces included) and holds the
+// words whose audio has begun. The answer's last one has Final set; an
+// answer cut short ends with Cut, at the word where its audio stopped.
 type AgentSpeech struct {
-	// SegmentID is the same for every sentence of one answer.
+	// SegmentID is the same for every part of one answer.
 	SegmentID string
 	TrackID   string
 	Text      string
 	Final     bool
+	Cut       bool
 }
 
 // State is the agent's state as LiveKit's clients show it
