@@ -448,3 +448,57 @@ func TestVoiceOnlyForAudioClients(t *testing.T) {
 		t.Fatalf("spoke %q first", s)
 	}
 }
+
+// A stock LiveKit frontend types into lk.chat and says nothing of what
+// it can display: its message is answered like a typed UserMessage,
+// spoken on the bot's track with the answer's words on lk.transcription,
+// and stored.
+func TestStockClientChat(t *testing.T) {
+	lk := testenv.StartLiveKit(t)
+	cfg, store, _, synthesised := voiceAgent(t, lk)
+	const conv = "conv_stock_chat"
+	token, err := room.UserToken(cfg, conv, "dave", "dave", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams := make(chan [2]string, 16)
+	r, err := lksdk.ConnectToRoomWithToken(lk.URL, token, lksdk.NewRoomCallback())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Disconnect()
+	if err := r.RegisterTextStreamHandler(room.TranscriptionTopic, func(tr *lksdk.TextStreamReader, _ string) {
+		text := tr.ReadAll()
+		streams <- [2]string{tr.Info.Attributes[room.AttrSegmentID], text}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The bot's greeting is the barrier after which it hears the room.
+	deadline := time.Now().Add(30 * time.Second)
+	for len(r.GetRemoteParticipants()) == 0 || r.GetRemoteParticipants()[0].Attributes()[room.AgentStateAttribute] == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("no bot in the room")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.LocalParticipant.SendText("Hello there?", lksdk.StreamTextOptions{Topic: room.ChatTopic})
+	var answer string
+	for answer == "" {
+		select {
+		case s := <-streams:
+			if strings.HasPrefix(s[0], "SG_answer_") {
+				answer = s[1]
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("no spoken answer on lk.transcription")
+		}
+	}
+	t.Logf("the agent said %q", answer)
+	if !strings.HasPrefix(answer, "You said: Hello there?") || len(synthesised()) == 0 {
+		t.Fatalf("answer %q, %d sentences synthesised", answer, len(synthesised()))
+	}
+	hist, err := store.History(context.Background(), conv)
+	if err != nil || len(hist) < 2 || hist[0].Content != "Hello there?" {
+		t.Fatalf("stored %+v, %v", hist, err)
+	}
+}

@@ -39,11 +39,24 @@ func (s *Session) attributesChanged(identity string, attrs map[string]string) {
 	s.enqueue(rawPacket{from: identity, event: eventAttributes, attrs: attrs})
 }
 
+// ChatTopic is the text-stream topic on which LiveKit's stock agent
+// frontends (agent-starter-react, the client SDKs' agent helpers) send
+// what their user types.
+const ChatTopic = "lk.chat"
+
+// chat queues a message typed into lk.chat; it is refused like a data
+// packet when the inbox is full.
+func (s *Session) chat(identity, text string) {
+	if !s.enqueue(rawPacket{from: identity, event: eventChat, text: text, received: time.Now()}) {
+		s.metrics.badInput.WithLabelValues("504").Inc()
+	}
+}
+
 // enqueue adds p to the inbox unless it is a data packet and inboxMax
 // are waiting.
 func (s *Session) enqueue(p rawPacket) bool {
 	limit := inboxMax
-	if p.event != eventNone {
+	if p.event != eventNone && p.event != eventChat {
 		limit = 0
 	}
 	return s.inbox.Push(p, limit)
@@ -83,6 +96,9 @@ func (s *Session) handle(p rawPacket) {
 		return
 	case eventAttributes:
 		s.applyAttributes(p.from, p.attrs, true)
+		return
+	case eventChat:
+		s.chatMessage(p)
 		return
 	}
 	if !s.isKnown(p.from) && !s.asked[p.from] && s.out.connection(p.from) == "" {
@@ -312,4 +328,25 @@ func bodyID(env *wire.Envelope) string {
 		return b.ID
 	}
 	return ""
+}
+
+// chatMessage answers a message typed into lk.chat like a typed
+// UserMessage. A client that never said what it can display is a stock
+// LiveKit frontend: it plays the agent's voice and shows lk.transcription,
+// and reads no Alicia envelope, so the answer is spoken to it.
+func (s *Session) chatMessage(p rawPacket) {
+	text := strings.TrimSpace(p.text)
+	if text == "" {
+		return
+	}
+	s.ownerMu.Lock()
+	if !s.known[p.from] {
+		s.features[p.from] = []string{wire.FeatureAudioOutput}
+		s.known[p.from] = true
+		s.claim(p.from)
+	}
+	s.present[p.from] = true
+	s.ownerMu.Unlock()
+	s.conv.Handle(s, pipeline.Inbound{From: p.from, Received: p.received,
+		Body: &wire.UserMessage{ID: wire.NewID("msg"), ConversationID: s.ID, Content: text, Timestamp: p.received.UnixMilli()}})
 }

@@ -63,6 +63,12 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	_ = room.RegisterByteStreamHandler(Topic, func(r *lksdk.ByteStreamReader, identity string) {
 		sess.receive(identity, readStream(r))
 	})
+	_ = room.RegisterTextStreamHandler(ChatTopic, func(r *lksdk.TextStreamReader, identity string) {
+		text := r.ReadAll()
+		if p := room.GetParticipantByIdentity(identity); p == nil || p.Kind() != lksdk.ParticipantAgent {
+			sess.chat(identity, text)
+		}
+	})
 	// livekit-server announces a participant that publishes no track
 	// only in the room's batched updates, every 3 s; an attribute change
 	// is announced at once. The agent state is what LiveKit's client

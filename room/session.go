@@ -169,6 +169,8 @@ type rawPacket struct {
 	// in the order they arrived (the later wins).
 	event eventKind
 	attrs map[string]string
+	// text is an lk.chat message (eventChat).
+	text string
 }
 
 type eventKind uint8
@@ -178,6 +180,7 @@ const (
 	eventArrived
 	eventLeft
 	eventAttributes
+	eventChat
 )
 
 // SessionConfig builds a Session.
