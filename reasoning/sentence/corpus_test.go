@@ -109,4 +109,14 @@ var moreCorpus = []struct {
 	{"Version 2. Not 3.", []string{"Version 2.", "Not 3."}},
 	{"Hi.\nNew line.", []string{"Hi.", "New line."}},
 	{"Hi.\n\n1. First.", []string{"Hi.", "1. First."}},
+	// Cut anywhere, decided by the characters after the dot.
+	{"A good start, e.g. Qwen3-4B in 4-bit form.", []string{"A good start, e.g. Qwen3-4B in 4-bit form."}},
+	{"It costs 3.5 dollars. Then more.", []string{"It costs 3.5 dollars.", "Then more."}},
+	{"The U.S. economy grew. It did.", []string{"The U.S. economy grew.", "It did."}},
+	{"That is, i.e. the best. Yes.", []string{"That is, i.e. the best.", "Yes."}},
+	{"Wait... what? Yes.", []string{"Wait... what?", "Yes."}},
+	{"Well... In short, yes. Ok.", []string{"Well...", "In short, yes.", "Ok."}},
+	{"Oh… Right. Yes.", []string{"Oh…", "Right.", "Yes."}},
+	{"Intro:\n\n- First one.\n- Second one.", []string{"Intro:", "- First one.", "- Second one."}},
+	{"See:\n```sh\ngo test ./...\n```\nThen commit. Ok.", []string{"See:\n```sh\ngo test ./...\n```\nThen commit.", "Ok."}},
 }

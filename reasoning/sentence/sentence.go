@@ -14,14 +14,40 @@ import (
 var abbreviations = []string{"e.g", "i.e", "etc", "vs", "mr", "mrs", "ms", "dr", "prof", "st", "no", "approx", "cf", "fig", "jr", "sr", "inc", "ltd", "u.s", "a.m", "p.m"}
 
 // End returns the byte offset just after the first complete sentence in
-// s, or 0 when no sentence is complete yet. A terminator at the very end
-// of s is not a boundary until what follows is known (more text may
-// come), unless final is set.
+// s, or 0 when no sentence is complete yet. Unless final is set, an end
+// is reported only once no further text can move or remove it, so that
+// the sentences are the same however the text is cut into chunks.
 func End(s string, final bool) int {
+	end, _ := scan(s, final)
+	return end
+}
+
+// scan returns the first sentence end in s, or 0 and the smallest offset
+// at which an end may still be found once more text arrives (len(s) when
+// nothing in s waits for it).
+//
+// What more text can change, and so what waits for it:
+//   - a terminator at the very end: a dot may be a decimal point (3.5),
+//     part of an abbreviation (e.g, U.S), a URL (example.com) or the start
+//     of an ellipsis, and any terminator may be followed by more of them
+//     ("?!") or by a closing quote or bracket that belongs to the sentence;
+//     a backend may send the dot alone, so the next character decides;
+//   - after an ellipsis or a closing mark ('done.' or not), the case of
+//     the next word, so the text waits until a non-space character comes;
+//   - a line break at the very end (a paragraph break may follow), or a
+//     new line whose list marker ("2. ", "- ") is not complete yet.
+//
+// A plain terminator followed by a space is decided there: what keeps it
+// inside a sentence (an abbreviation, an initial, a list number) comes
+// before it, so "Hello world. " goes out without waiting for the next
+// word; a lower-case word after it does not join it (nor did it when the
+// dot came as a token of its own, which is how models send it).
+func scan(s string, final bool) (end, undecided int) {
 	inCode := false
 	fence := false
 	for i := 0; i < len(s); i++ {
 		c := s[i]
+		ellipsis := 0
 		switch {
 		case strings.HasPrefix(s[i:], "```"):
 			fence = !fence
@@ -32,107 +58,90 @@ func End(s string, final bool) int {
 			continue
 		case fence || inCode:
 			continue
-		case c == '\n' && i+1 < len(s) && s[i+1] == '\n':
-			if strings.TrimSpace(s[:i]) != "" {
-				return i
+		case c == '\n':
+			if i+1 == len(s) && !final {
+				return 0, i
+			}
+			if i+1 < len(s) && s[i+1] == '\n' && strings.TrimSpace(s[:i]) != "" {
+				return i, 0
 			}
 			continue
+		case strings.HasPrefix(s[i:], "..."):
+			ellipsis = 3
+		case strings.HasPrefix(s[i:], "…"):
+			c, ellipsis = '.', len("…")
 		case c != '.' && c != '!' && c != '?':
 			continue
 		}
-		j := i + 1
-		if c == '.' && strings.HasPrefix(s[i:], "...") {
-			j = i + 3
-		}
+		j := i + max(1, ellipsis)
 		for j < len(s) && strings.IndexByte(`.!?"')]*_`, s[j]) >= 0 {
 			j++
 		}
 		if r, size := utf8.DecodeRuneInString(s[j:]); r == '”' || r == '’' || r == '»' {
 			j += size
 		}
-		if j >= len(s) {
-			if final || endsOnItsToken(s, i, j) {
-				return len(s)
+		if j >= len(s) || !utf8.FullRuneInString(s[j:]) {
+			if final {
+				return len(s), 0
 			}
-			return 0 // the next token decides
+			return 0, i
 		}
 		if next, _ := utf8.DecodeRuneInString(s[j:]); !unicode.IsSpace(next) {
 			continue // 3.5, e.g.x, example.com/a.b
 		}
-		if strings.TrimSpace(s[j:]) == "" && !final && !endsOnItsToken(s, i, j) {
-			return 0 // the next word decides
-		}
 		if c == '.' && (isAbbreviation(s[:i]) || isListMarker(s[:i]) || isNumbered(s[:i])) {
 			continue
 		}
-		if nextLineIsItem(s[j:]) {
-			return j
+		if c != '.' || j-i == 1 {
+			return j, 0
 		}
-		if c == '.' && j-i < 3 && startsLower(s[j:]) {
+		// An ellipsis or a closing mark: the next word decides.
+		rest := strings.TrimLeftFunc(s[j:], unicode.IsSpace)
+		if rest == "" || !utf8.FullRuneInString(rest) {
+			if final {
+				return j, 0
+			}
+			return 0, i
+		}
+		item, known := lineItem(s[j:], final)
+		switch {
+		case !known:
+			return 0, i
+		case item:
+			return j, 0
+		case j-i < 3 && startsLower(rest):
 			continue // sentences start with a capital: "'done.' or not"
+		case j-i < 3:
+			return j, 0
 		}
-		if c == '.' && j-i >= 3 && strings.TrimSpace(s[j:]) == "" && !final {
-			return 0 // whether the sentence goes on after the ellipsis is not known yet
+		if rest == "I" && !final {
+			return 0, i // "I think" or "In short"
 		}
-		if c == '.' && j-i >= 3 && (startsLower(s[j:]) || startsWithI(s[j:])) {
+		if startsLower(rest) || startsWithI(rest) {
 			i = j - 1
 			continue // an ellipsis inside a sentence... like this
 		}
-		return j
+		return j, 0
 	}
-	// The multi-byte ellipsis.
-	if k := strings.Index(s, "…"); k >= 0 && k+len("…") < len(s) {
-		rest := s[k+len("…"):]
-		if strings.TrimSpace(rest) == "" && !final {
-			return 0
+	return 0, len(s)
+}
+
+// lineItem reports a new line that starts a list item, and known false
+// while its marker may still be arriving ("\n2" before "\n2. ").
+func lineItem(s string, final bool) (item, known bool) {
+	if nextLineIsItem(s) {
+		return true, true
+	}
+	// A marker and its space fit in five bytes ("123. ").
+	if final || len(strings.TrimLeftFunc(s, unicode.IsSpace)) >= 5 || !strings.Contains(s, "\n") {
+		return false, true
+	}
+	for _, more := range []string{" ", ". ", ") "} {
+		if nextLineIsItem(s + more) {
+			return false, false
 		}
-		if r, _ := utf8.DecodeRuneInString(rest); unicode.IsSpace(r) && !startsLower(rest) && !startsWithI(rest) {
-			return k + len("…")
-		}
 	}
-	return 0
-}
-
-// endsOnItsToken reports a terminator run s[i:j] that ends a sentence
-// whatever comes next, so that the sentence goes out on the token that
-// ends it. A model's tokenizer keeps a run of punctuation in one token and
-// glues a dot to the letters after it (".com", ".yaml"), so a lone
-// terminator after a word is the end of that word. Held back are the
-// cases the next token decides: a dot after a digit (3.5), an
-// abbreviation, an initial or a list marker (the next word's case), a
-// possible ellipsis, and closing quotes or brackets ('done.' or not).
-func endsOnItsToken(s string, i, j int) bool {
-	run := s[i:j]
-	if strings.Trim(run, ".!?") != "" || insideQuote(s[:i]) {
-		return false // quotes, brackets or emphasis: the next word decides
-	}
-	if s[i] != '.' {
-		return true
-	}
-	if len(run) > 1 || i == 0 {
-		return false
-	}
-	prev, _ := utf8.DecodeLastRuneInString(s[:i])
-	if unicode.IsDigit(prev) || !unicode.IsLetter(prev) && !unicode.IsPunct(prev) && !unicode.IsSymbol(prev) {
-		return false
-	}
-	before := s[:i]
-	return !isAbbreviation(before) && !isListMarker(before) && !isNumbered(before) && !startsTerminatorRun(before)
-}
-
-// insideQuote: a quotation or bracket opened before the terminator is
-// still open, so its closing mark may be the next token (`said "Hi?` + `"`).
-// Single quotes are left out: they are apostrophes as often as not.
-func insideQuote(before string) bool {
-	return strings.Count(before, `"`)%2 == 1 ||
-		strings.Count(before, "“") > strings.Count(before, "”") ||
-		strings.Count(before, "(") > strings.Count(before, ")")
-}
-
-// startsTerminatorRun: the dot follows "!" or "?" (a "?." typo) or another
-// dot already held: part of one run, decided with it.
-func startsTerminatorRun(before string) bool {
-	return strings.HasSuffix(before, ".") || strings.HasSuffix(before, "!") || strings.HasSuffix(before, "?")
+	return false, true
 }
 
 // nextLineIsItem: a new line that starts a list item ("b. ", "2) ",
@@ -229,8 +238,10 @@ func (sp *Splitter) take(final bool) []string {
 	var out []string
 	s := sp.buf.String()
 	for {
-		end := End(s, false)
-		if end == 0 && utf8.RuneCountInString(s) > MaxRunes {
+		// The first MaxRunes runes are cut the same way whether the end
+		// beyond them is known yet or not.
+		end, undecided := scan(s, final)
+		if end > 0 && overLong(s[:end]) || end == 0 && overLong(s[:undecided]) {
 			end = longCut(s)
 		}
 		if end == 0 {
@@ -250,6 +261,10 @@ func (sp *Splitter) take(final bool) []string {
 	sp.buf.Reset()
 	sp.buf.WriteString(s)
 	return out
+}
+
+func overLong(s string) bool {
+	return len(s) > MaxRunes && utf8.RuneCountInString(s) > MaxRunes
 }
 
 // longCut cuts run-on text after a clause (;, :, a comma) or else a word,
