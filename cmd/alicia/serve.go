@@ -194,16 +194,20 @@ func voiceConfig(pc voice.ProviderConfig, phrases string, log *slog.Logger) (roo
 		go func() { _ = srv.Serve(ln) }()
 		stop = func() { _ = srv.Close(); _ = sp.Close() }
 		base := "http://" + ln.Addr().String() + "/v1"
+		// The stand-in is spoken to over the realtime transcription
+		// WebSocket and streams synthesis as SSE events, so that a start
+		// without speech servers runs the streaming clients production
+		// servers get.
 		if pc.STTURL == "" {
-			pc.STTURL, pc.STTStream = base, true
+			pc.STTURL, pc.STTStream, pc.STTTransport = base, true, "realtime"
 			log.Warn("NO SPEECH RECOGNITION CONFIGURED: listening with the pocketsphinx stand-in, which is poor on open vocabulary; set ALICIA_STT_URL for a real STT server", "url", base, "phrases", phrases)
 		}
 		if pc.TTSURL == "" {
-			pc.TTSURL, pc.TTSFormat, pc.TTSRate = base, "pcm", speechstandin.PCMRate
+			pc.TTSURL, pc.TTSFormat, pc.TTSRate, pc.TTSStreamFormat = base, "pcm", speechstandin.PCMRate, "sse"
 			log.Warn("NO SPEECH SYNTHESIS CONFIGURED: speaking with the espeak-ng stand-in; set ALICIA_TTS_URL for a real TTS server", "url", base)
 		}
 	}
-	log.Info("voice", "stt", pc.STTURL, "tts", pc.TTSURL)
+	log.Info("voice", "stt", pc.STTURL, "stt_transport", pc.STTTransport, "tts", pc.TTSURL, "tts_stream_format", pc.TTSStreamFormat)
 	return room.VoiceConfig{Stage: voice.Config{Recognizer: pc.Recognizer(), Synthesizer: pc.Synthesizer(), Language: pc.Language,
 		Voice: pc.TTSVoice, Logger: log}, OutputRate: pc.TTSRate}, stop, nil
 }

@@ -83,6 +83,7 @@ func runStandin(ctx context.Context, args []string, _ io.Reader, stdout, stderr 
 		log.Warn("STAND-IN SPEECH: pocketsphinx and espeak-ng, not a real STT or TTS model", "phrases", *phrases)
 		fmt.Fprintf(stdout, "  %-38s ALICIA_STT_URL=%s/v1 ALICIA_TTS_URL=%s/v1\n", "speech (OpenAI audio API)", base, base)
 		fmt.Fprintf(stdout, "  %-38s ALICIA_STT_URL=%s/vllm/v1 (also /speaches/v1, /whispercpp/v1)\n", "speech recognition as vLLM serves it", base)
+		fmt.Fprintf(stdout, "  %-38s ALICIA_STT_URL=%s/v1 ALICIA_STT_TRANSPORT=realtime (also /openai-beta/v1, /speaches/v1)\n", "realtime transcription (WebSocket)", base)
 	}
 	go func() {
 		<-ctx.Done()
@@ -114,6 +115,8 @@ func standinServer(addr string, scenarios []standin.Scenario, pacing standin.Pac
 		mux.Handle("/", handler)
 		mux.Handle("/v1/audio/", speech.Handler())
 		mux.Handle("/{profile}/v1/audio/", speech.Handler())
+		mux.Handle("/v1/realtime", speech.Handler())
+		mux.Handle("/{profile}/v1/realtime", speech.Handler())
 		handler = mux
 	}
 	ln, err := net.Listen("tcp", addr)

@@ -13,13 +13,20 @@ type ProviderConfig struct {
 	STTURL, STTModel, STTAPIKey string
 	// STTStream asks the recogniser for streamed partial transcripts.
 	STTStream bool
-	Language  string
+	// STTTransport is "http" (POST /audio/transcriptions per utterance)
+	// or "realtime" (the Realtime transcription WebSocket, audio sent as
+	// it is spoken).
+	STTTransport string
+	Language     string
 
 	TTSURL, TTSModel, TTSAPIKey, TTSVoice string
 	// TTSFormat is "pcm" (default) or "wav".
 	TTSFormat string
 	// TTSRate is the sample rate of "pcm" responses. Default 24000.
 	TTSRate int
+	// TTSStreamFormat is "audio" (a chunked audio body) or "sse"
+	// (OpenAI's speech.audio.delta events).
+	TTSStreamFormat string
 }
 
 // Flags registers the providers' settings on fs (-stt-url is
@@ -29,6 +36,7 @@ func (c *ProviderConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.STTModel, "stt-model", "whisper-1", "the recogniser's model")
 	fs.StringVar(&c.STTAPIKey, "stt-api-key", "", "the recogniser's API key")
 	fs.BoolVar(&c.STTStream, "stt-stream", false, "ask the recogniser for streamed partial transcripts (stream=true)")
+	fs.StringVar(&c.STTTransport, "stt-transport", "http", "http: upload each utterance (POST /v1/audio/transcriptions); realtime: stream audio as it is spoken over the Realtime transcription WebSocket (/v1/realtime?intent=transcription), from the same URL")
 	fs.StringVar(&c.Language, "stt-language", "", "the language spoken (ISO 639-1); empty: the recogniser detects it")
 	fs.StringVar(&c.TTSURL, "tts-url", "", "an OpenAI-compatible speech synthesiser (POST /v1/audio/speech); empty: the built-in stand-in")
 	fs.StringVar(&c.TTSModel, "tts-model", "tts-1", "the synthesiser's model")
@@ -36,6 +44,7 @@ func (c *ProviderConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TTSVoice, "tts-voice", "alloy", "the synthesiser's voice")
 	fs.StringVar(&c.TTSFormat, "tts-format", "pcm", "pcm (streamed 16-bit mono) or wav")
 	fs.IntVar(&c.TTSRate, "tts-pcm-rate", 24000, "the sample rate of pcm responses, in Hz")
+	fs.StringVar(&c.TTSStreamFormat, "tts-stream-format", "audio", "audio: a chunked audio body; sse: server-sent speech.audio.delta events (stream_format=sse, with pcm); both play from the first bytes")
 }
 
 // Validate says what is wrong with the settings.
@@ -44,18 +53,36 @@ func (c *ProviderConfig) Validate() error {
 	if c.TTSFormat != "pcm" && c.TTSFormat != "wav" {
 		errs = append(errs, fmt.Errorf("ALICIA_TTS_FORMAT must be pcm or wav, not %q", c.TTSFormat))
 	}
+	if c.STTTransport != "http" && c.STTTransport != "realtime" {
+		errs = append(errs, fmt.Errorf("ALICIA_STT_TRANSPORT must be http or realtime, not %q", c.STTTransport))
+	}
+	switch c.TTSStreamFormat {
+	case "audio":
+	case "sse":
+		if c.TTSFormat != "pcm" {
+			errs = append(errs, fmt.Errorf("ALICIA_TTS_STREAM_FORMAT sse carries pcm: ALICIA_TTS_FORMAT must be pcm, not %q", c.TTSFormat))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("ALICIA_TTS_STREAM_FORMAT must be audio or sse, not %q", c.TTSStreamFormat))
+	}
 	if c.TTSRate < 8000 || c.TTSRate > 48000 {
 		errs = append(errs, fmt.Errorf("ALICIA_TTS_PCM_RATE must be a sample rate from 8000 to 48000 Hz, not %d", c.TTSRate))
 	}
 	return errors.Join(errs...)
 }
 
-// Recognizer builds the configured recogniser.
+// Recognizer builds the configured recogniser. With the realtime
+// transport it is a *RealtimeRecognizer, whose Open streams a speaker's
+// audio as it is spoken.
 func (c ProviderConfig) Recognizer() Recognizer {
+	if c.STTTransport == "realtime" {
+		return &RealtimeRecognizer{URL: c.STTURL, Model: c.STTModel, APIKey: c.STTAPIKey, Language: c.Language}
+	}
 	return &OpenAIRecognizer{URL: c.STTURL, Model: c.STTModel, APIKey: c.STTAPIKey, Streaming: c.STTStream}
 }
 
 // Synthesizer builds the configured synthesiser.
 func (c ProviderConfig) Synthesizer() Synthesizer {
-	return &OpenAISynthesizer{URL: c.TTSURL, Model: c.TTSModel, APIKey: c.TTSAPIKey, Voice: c.TTSVoice, Format: c.TTSFormat, PCMRate: c.TTSRate}
+	return &OpenAISynthesizer{URL: c.TTSURL, Model: c.TTSModel, APIKey: c.TTSAPIKey, Voice: c.TTSVoice, Format: c.TTSFormat, PCMRate: c.TTSRate,
+		StreamFormat: c.TTSStreamFormat}
 }

@@ -21,6 +21,10 @@ const (
 	ErrTruncated ErrorKind = "truncated"
 	// ErrCancelled: the caller cancelled.
 	ErrCancelled ErrorKind = "cancelled"
+	// ErrServer: the server reported an error inside its stream (a
+	// realtime session's error event, an SSE error), where no HTTP status
+	// can carry it.
+	ErrServer ErrorKind = "server"
 )
 
 // Error is a failed speech request.
@@ -49,6 +53,8 @@ func (e *Error) Error() string {
 		b.WriteString("the response ended early")
 	case ErrCancelled:
 		b.WriteString("cancelled")
+	case ErrServer:
+		b.WriteString("the server reported an error")
 	}
 	if e.Message != "" {
 		b.WriteString(": ")

@@ -1,8 +1,10 @@
 package voice
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"io"
@@ -49,7 +51,11 @@ type Synthesizer interface {
 
 // OpenAISynthesizer speaks the OpenAI speech API, POST {URL}/audio/speech,
 // as Kokoro-FastAPI, openedai-speech, speaches and OpenAI serve it. It asks
-// for raw PCM (or WAV) and reads the body as it streams.
+// for raw PCM (or WAV) and yields each piece of audio as it arrives, in
+// either of the streamed shapes: a chunked audio body, or server-sent
+// speech.audio.delta events. It goes by the response's Content-Type, not
+// by what it asked for, because servers that do not know stream_format
+// ignore it and send audio.
 type OpenAISynthesizer struct {
 	// URL is the base URL including /v1.
 	URL    string
@@ -62,7 +68,10 @@ type OpenAISynthesizer struct {
 	// PCMRate is the sample rate of "pcm" responses, which carry no
 	// header: 24000 for OpenAI, Kokoro and openedai-speech (the default).
 	PCMRate int
-	Client  *http.Client
+	// StreamFormat "sse" asks for OpenAI's server-sent events
+	// (stream_format: sse); "" or "audio" for a chunked audio body.
+	StreamFormat string
+	Client       *http.Client
 }
 
 // chunkBytes is how much audio one event carries at most: 100 ms at
@@ -102,6 +111,9 @@ func (o *OpenAISynthesizer) run(ctx context.Context, req *SynthesizeRequest, emi
 	if req.Speed != 0 {
 		body["speed"] = req.Speed
 	}
+	if o.StreamFormat == "sse" {
+		body["stream_format"] = "sse"
+	}
 	b, _ := json.Marshal(body)
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(o.URL, "/")+"/audio/speech", bytes.NewReader(b))
 	if err != nil {
@@ -119,12 +131,15 @@ func (o *OpenAISynthesizer) run(ctx context.Context, req *SynthesizeRequest, emi
 	if resp.StatusCode/100 != 2 {
 		return httpErr("tts", resp)
 	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" || mt == "text/event-stream" {
-		return ttsErr(ErrProtocol, "expected audio, got "+mt, nil)
-	}
 	rate, channels := o.PCMRate, 1
 	if rate == 0 {
 		rate = 24000
+	}
+	switch mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt {
+	case "text/event-stream":
+		return readSpeechSSE(ctx, resp.Body, rate, emit)
+	case "application/json":
+		return ttsErr(ErrProtocol, "expected audio, got "+mt, nil)
 	}
 	var r io.Reader = resp.Body
 	if format == "wav" {
@@ -156,4 +171,52 @@ func (o *OpenAISynthesizer) run(ctx context.Context, req *SynthesizeRequest, emi
 			return transportErr("tts", ctx, err)
 		}
 	}
+}
+
+// readSpeechSSE reads OpenAI's streamed speech: speech.audio.delta events
+// of base64 PCM, then speech.audio.done. Each delta is played as it comes.
+func readSpeechSSE(ctx context.Context, r io.Reader, rate int, emit func([]int16, int) bool) error {
+	sc := bufio.NewScanner(r)
+	// A delta of a whole sentence's audio in one event is allowed.
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	var odd []byte
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data:")
+		if !ok {
+			continue
+		}
+		data = strings.TrimSpace(data)
+		if data == "[DONE]" {
+			return nil
+		}
+		var ev struct {
+			Type  string          `json:"type"`
+			Audio string          `json:"audio"`
+			Error json.RawMessage `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(data), &ev); err != nil {
+			return ttsErr(ErrProtocol, "unreadable event: "+truncate(data, 200), err)
+		}
+		switch {
+		case ev.Type == "error" || (len(ev.Error) > 0 && string(ev.Error) != "null"):
+			return ttsErr(ErrServer, truncate(string(ev.Error), 300), nil)
+		case ev.Type == "speech.audio.done":
+			return nil
+		case ev.Type == "speech.audio.delta":
+			b, err := base64.StdEncoding.DecodeString(ev.Audio)
+			if err != nil {
+				return ttsErr(ErrProtocol, "a delta's audio is not base64", err)
+			}
+			b = append(odd, b...)
+			whole := len(b) - len(b)%2
+			odd = append([]byte(nil), b[whole:]...)
+			if whole > 0 && !emit(bytesToPCM(b[:whole]), rate) {
+				return errStopped
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return transportErr("tts", ctx, err)
+	}
+	return ttsErr(ErrTruncated, "the event stream ended without speech.audio.done", nil)
 }

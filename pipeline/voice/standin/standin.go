@@ -7,7 +7,10 @@
 //	POST /vllm/v1/audio/transcriptions       vLLM: chat-completion-like SSE chunks and [DONE]
 //	POST /speaches/v1/audio/transcriptions   speaches: one JSON object per segment
 //	POST /whispercpp/v1/audio/transcriptions whisper.cpp server: JSON only, never streams
-//	POST /v1/audio/speech                    OpenAI, Kokoro-FastAPI, openedai-speech: pcm (24 kHz s16le) or wav, streamed
+//	POST /v1/audio/speech                    OpenAI, Kokoro-FastAPI, openedai-speech: pcm (24 kHz s16le) or wav, streamed;
+//	                                         with stream_format "sse", OpenAI's speech.audio.delta/done events
+//	GET  /v1/realtime?intent=transcription   OpenAI Realtime transcription over WebSocket (realtime.go);
+//	                                         also /openai-beta/v1/realtime and /speaches/v1/realtime
 //
 // Recognition runs Debian's pocketsphinx with its US English model;
 // synthesis runs espeak-ng. Open-vocabulary pocketsphinx is poor on
@@ -19,6 +22,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -130,6 +134,16 @@ func (s *Server) Handler() http.Handler {
 	})
 	mux.HandleFunc("POST /v1/audio/speech", s.speak)
 	mux.HandleFunc("POST /{profile}/v1/audio/speech", s.speak)
+	mux.HandleFunc("GET /v1/realtime", func(w http.ResponseWriter, r *http.Request) { s.realtime(w, r, "openai") })
+	mux.HandleFunc("GET /{profile}/v1/realtime", func(w http.ResponseWriter, r *http.Request) {
+		p := r.PathValue("profile")
+		switch p {
+		case "openai", "openai-beta", "speaches":
+			s.realtime(w, r, p)
+		default:
+			apiError(w, http.StatusNotFound, "unknown realtime profile "+p)
+		}
+	})
 	return mux
 }
 
@@ -166,37 +180,13 @@ func (s *Server) transcribe(w http.ResponseWriter, r *http.Request, profile stri
 		apiError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	args := []string{"-infile", in, "-hmm", filepath.Join(ModelDir, "en-us"), "-dict", filepath.Join(ModelDir, "cmudict-en-us.dict"), "-logfn", os.DevNull}
-	if s.grammar != "" {
-		args = append(args, "-jsgf", s.grammar)
-	} else {
-		args = append(args, "-lm", filepath.Join(ModelDir, "en-us.lm.bin"))
-	}
-	cmd := exec.CommandContext(r.Context(), "pocketsphinx_continuous", args...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		apiError(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	if err := cmd.Start(); err != nil {
-		apiError(w, http.StatusInternalServerError, err.Error())
-		return
-	}
-	defer func() { _ = cmd.Wait() }()
-	// pocketsphinx prints one line per stretch of speech it decoded, as it
-	// goes: those are the segments a streaming server sends.
-	sc := bufio.NewScanner(out)
 	var segs []string
 	flusher, _ := w.(http.Flusher)
 	started := false
-	for sc.Scan() {
-		seg := strings.TrimSpace(sc.Text())
-		if seg == "" {
-			continue
-		}
+	err = s.recognize(r.Context(), in, func(seg string) {
 		segs = append(segs, seg)
 		if !stream {
-			continue
+			return
 		}
 		if !started {
 			w.Header().Set("Content-Type", "text/event-stream")
@@ -219,6 +209,10 @@ func (s *Server) transcribe(w http.ResponseWriter, r *http.Request, profile stri
 		if flusher != nil {
 			flusher.Flush()
 		}
+	})
+	if err != nil && !started {
+		apiError(w, http.StatusInternalServerError, err.Error())
+		return
 	}
 	text := strings.Join(segs, " ")
 	s.cfg.Log.Debug("speech stand-in recognised", "text", text, "seconds", float64(len(samples))/float64(rate))
@@ -243,6 +237,38 @@ func (s *Server) transcribe(w http.ResponseWriter, r *http.Request, profile stri
 			"model": r.FormValue("model"), "choices": []any{map[string]any{"delta": map[string]any{"content": ""}, "finish_reason": "stop"}}})
 		fmt.Fprint(w, "data: [DONE]\n\n")
 	}
+}
+
+// recognize runs pocketsphinx on a 16 kHz WAV file; only failing to start
+// it is an error. It calls seg with
+// each stretch of speech as it is decoded: pocketsphinx prints one line
+// per stretch, as it goes, and those are the segments a streaming server
+// sends.
+func (s *Server) recognize(ctx context.Context, path string, seg func(string)) error {
+	args := []string{"-infile", path, "-hmm", filepath.Join(ModelDir, "en-us"), "-dict", filepath.Join(ModelDir, "cmudict-en-us.dict"), "-logfn", os.DevNull}
+	if s.grammar != "" {
+		args = append(args, "-jsgf", s.grammar)
+	} else {
+		args = append(args, "-lm", filepath.Join(ModelDir, "en-us.lm.bin"))
+	}
+	cmd := exec.CommandContext(ctx, "pocketsphinx_continuous", args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if line := strings.TrimSpace(sc.Text()); line != "" {
+			seg(line)
+		}
+	}
+	// pocketsphinx exits with an error when nothing matched the grammar,
+	// which is an empty transcript, not a failure.
+	_ = cmd.Wait()
+	return nil
 }
 
 func writeEvent(w io.Writer, event string, v any) {
@@ -273,6 +299,9 @@ type speechRequest struct {
 	ResponseFormat string   `json:"response_format"`
 	Speed          *float64 `json:"speed"`
 	Stream         *bool    `json:"stream"`
+	// StreamFormat "sse" asks for OpenAI's speech.audio.delta events
+	// instead of a raw audio body.
+	StreamFormat string `json:"stream_format"`
 }
 
 // espeakVoice maps OpenAI's voice names, which clients send by default,
@@ -312,6 +341,19 @@ func (s *Server) speak(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "response_format "+format+" is not supported by the stand-in (pcm, wav)")
 		return
 	}
+	sse := false
+	switch req.StreamFormat {
+	case "", "audio":
+	case "sse":
+		if format != "pcm" {
+			apiError(w, http.StatusBadRequest, "stream_format sse is served with response_format pcm only by the stand-in")
+			return
+		}
+		sse = true
+	default:
+		apiError(w, http.StatusBadRequest, "stream_format must be audio or sse, not "+req.StreamFormat)
+		return
+	}
 	speed := 1.0
 	if req.Speed != nil {
 		if *req.Speed < 0.25 || *req.Speed > 4 {
@@ -328,7 +370,9 @@ func (s *Server) speak(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	conv := exec.CommandContext(ctx, "sox", append(append([]string{"-V1", "-t", "wav", "-"}, soxOut...), "-r", strconv.Itoa(PCMRate), "-c", "1", "-b", "16", "-")...)
+	// -D: no dither, so that the same text gives the same samples in
+	// every shape and on every request.
+	conv := exec.CommandContext(ctx, "sox", append(append([]string{"-V1", "-D", "-t", "wav", "-"}, soxOut...), "-r", strconv.Itoa(PCMRate), "-c", "1", "-b", "16", "-")...)
 	conv.Stdin = wav
 	out, err := conv.StdoutPipe()
 	if err != nil {
@@ -345,17 +389,32 @@ func (s *Server) speak(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer func() { _ = conv.Wait() }()
-	if format == "pcm" {
+	switch {
+	case sse:
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-cache")
+	case format == "pcm":
 		w.Header().Set("Content-Type", "audio/pcm")
-	} else {
+	default:
 		w.Header().Set("Content-Type", "audio/wav")
 	}
 	flusher, _ := w.(http.Flusher)
 	buf := make([]byte, 4800)
+	var odd []byte // an event carries whole samples
 	for {
 		n, err := out.Read(buf)
-		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
+		chunk := buf[:n]
+		if sse && n > 0 {
+			chunk = append(odd, chunk...)
+			whole := len(chunk) - len(chunk)%2
+			odd = append([]byte(nil), chunk[whole:]...)
+			chunk = chunk[:whole]
+			if whole > 0 {
+				chunk = []byte(sseEvent(map[string]any{"type": "speech.audio.delta", "audio": base64.StdEncoding.EncodeToString(chunk)}))
+			}
+		}
+		if len(chunk) > 0 {
+			if _, werr := w.Write(chunk); werr != nil {
 				return
 			}
 			if flusher != nil {
@@ -365,8 +424,19 @@ func (s *Server) speak(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			if !errors.Is(err, io.EOF) {
 				s.cfg.Log.Warn("speech stand-in: synthesis failed", "err", err)
+				return
+			}
+			if sse {
+				words := len(strings.Fields(req.Input))
+				fmt.Fprint(w, sseEvent(map[string]any{"type": "speech.audio.done",
+					"usage": map[string]any{"input_tokens": words, "output_tokens": 0, "total_tokens": words}}))
 			}
 			return
 		}
 	}
+}
+
+func sseEvent(v any) string {
+	b, _ := json.Marshal(v)
+	return "data: " + string(b) + "\n\n"
 }
