@@ -88,6 +88,18 @@ func paced(ctx context.Context, in *voice.Input, pcm []int16, mark int) <-chan t
 // time to first byte).
 func BenchmarkEndOfSpeechToFinal(b *testing.B) {
 	base, _ := speechServer(b)
+	for _, tc := range []struct {
+		name string
+		rec  voice.Recognizer
+	}{
+		{"uploaded", &voice.OpenAIRecognizer{URL: base, Model: "whisper-1", Streaming: true}},
+		{"streamed", &voice.RealtimeRecognizer{URL: base, Model: "whisper-1"}},
+	} {
+		b.Run(tc.name, func(b *testing.B) { endOfSpeechToFinal(b, base, tc.rec) })
+	}
+}
+
+func endOfSpeechToFinal(b *testing.B, base string, rec voice.Recognizer) {
 	speech := speechtest.Render(b, other, 140, voice.InputRate)
 	voiced := voiceEnd(speech)
 	pcm := append(append(speechtest.Silence(200, voice.InputRate), speech...), speechtest.Silence(1500, voice.InputRate)...)
@@ -98,7 +110,8 @@ func BenchmarkEndOfSpeechToFinal(b *testing.B) {
 		out := &timedOut{fakeOut: &fakeOut{speed: 1}, first: make(chan time.Time, 1), paused: make(chan time.Time, 1), cleared: make(chan time.Time, 1)}
 		turn := newTurn(pipeline.Sentence{Sequence: 1, Text: "You said: how far is the moon."})
 		turn.finish()
-		st := newStage(b, base, &fakeEngine{started: make(chan started, 1), accept: func(string) *fakeTurn { return turn }}, room, out)
+		st := newStage(b, base, &fakeEngine{started: make(chan started, 1), accept: func(string) *fakeTurn { return turn }}, room, out,
+			func(c *voice.Config) { c.Recognizer = rec })
 		ctx, cancel := context.WithCancel(context.Background())
 		in := st.Listen("alice", "TR")
 		spokeEnd := <-paced(ctx, in, pcm, mark)

@@ -67,10 +67,12 @@ func (s *Stage) Listen(speaker, trackID string) *Input {
 	return in
 }
 
-// utterance is one finished utterance on its way to recognition.
+// utterance is one finished utterance on its way to recognition, or
+// recognised already (a streaming recogniser's final: text set).
 type utterance struct {
 	id    string
 	audio []int16
+	text  *string
 }
 
 // interim is an interim recognition of the utterance id.
@@ -107,6 +109,8 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 		ended      = make(chan struct{})
 	)
 	ictx, stopInterims := context.WithCancel(ctx)
+	rt := s.realtime(ctx, log)
+	defer rt.close()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -119,6 +123,34 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 		select {
 		case <-ctx.Done():
 			return
+		case ev, ok := <-rt.events():
+			if !ok {
+				rt.ended()
+				continue
+			}
+			u, known := rt.utterances[ev.Utterance]
+			if !known {
+				continue
+			}
+			switch ev.Kind {
+			case RecognizePartial:
+				s.room.Transcript(ctx, Transcript{ID: u.id, Speaker: speaker, TrackID: trackID, Text: ev.Text})
+				if u.id == id {
+					e.SetText(ev.Text)
+				}
+				if hasWords(ev.Text) {
+					s.post(func(l *loop) { l.words(u.id) })
+				}
+			case RecognizeFinal:
+				delete(rt.utterances, ev.Utterance)
+				text := ev.Text
+				finished.Push(utterance{id: u.id, text: &text}, 0)
+			case RecognizeError:
+				// Recognised over HTTP instead, from the audio kept for it.
+				delete(rt.utterances, ev.Utterance)
+				log.Warn("voice: streaming recognition failed; the utterance is uploaded instead", "err", ev.Err)
+				finished.Push(u, 0)
+			}
 		case r := <-interims:
 			inFlight = false
 			if e.InSpeech() && r.id == id && r.text != "" {
@@ -144,9 +176,12 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 						id, interrupts, sinceInter = wire.NewID("msg"), false, 0
 						uid := id
 						s.post(func(l *loop) { l.onset(uid) })
+						rt.start(uid, e.Utterance())
 					case SpeechEnded:
 						uid, at := id, time.Now().Add(-ev.Trailing)
-						finished.Push(utterance{id: uid, audio: ev.Audio}, 0)
+						if !rt.commit(fr, ev.Audio) {
+							finished.Push(utterance{id: uid, audio: ev.Audio}, 0)
+						}
 						s.post(func(l *loop) { l.speechEnded(uid, at) })
 						id = ""
 					}
@@ -154,12 +189,18 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 				if !e.InSpeech() {
 					continue
 				}
+				if len(evs) == 0 {
+					rt.append(fr)
+				}
 				if !interrupts && e.Speech() >= s.cfg.MinInterruption {
 					interrupts = true
 					uid := id
 					s.post(func(l *loop) { l.longSpeech(uid) })
 				}
 				sinceInter += FrameDuration
+				if rt.on() {
+					continue // the server sends its own interim transcripts
+				}
 				if s.cfg.InterimEvery > 0 && sinceInter >= s.cfg.InterimEvery && !inFlight {
 					sinceInter, inFlight = 0, true
 					audio, uid := e.Utterance(), id
@@ -198,11 +239,18 @@ func (s *Stage) recognition(ctx context.Context, log *slog.Logger, finished *que
 	}
 }
 
-// finish recognises a whole utterance; its final transcript starts a turn.
+// finish recognises a whole utterance, unless a streaming recogniser did;
+// its final transcript starts a turn.
 func (s *Stage) finish(ctx context.Context, log *slog.Logger, u utterance, speaker, trackID string) {
-	text, err := s.recognise(ctx, u.audio, func(partial string) {
-		s.room.Transcript(ctx, Transcript{ID: u.id, Speaker: speaker, TrackID: trackID, Text: partial})
-	})
+	var text string
+	var err error
+	if u.text != nil {
+		text = *u.text
+	} else {
+		text, err = s.recognise(ctx, u.audio, func(partial string) {
+			s.room.Transcript(ctx, Transcript{ID: u.id, Speaker: speaker, TrackID: trackID, Text: partial})
+		})
+	}
 	if err != nil {
 		// Treated as silence, so that a paused agent resumes.
 		log.Warn("voice: recognition failed; the utterance is lost", "err", err)
@@ -235,4 +283,101 @@ func (s *Stage) recognise(ctx context.Context, audio []int16, partial func(strin
 		}
 	}
 	return "", ctx.Err()
+}
+
+// realtime is one speaker's streaming recognition, when the recogniser
+// streams: the utterance's audio goes to the server as it is spoken, and
+// the transcript comes back moments after its end, instead of the
+// utterance being uploaded whole (and again for each interim transcript).
+// Without a stream, or while none can be opened, every method is a no-op
+// and utterances are uploaded.
+type realtime struct {
+	ctx context.Context
+	rec *RealtimeRecognizer
+	log *slog.Logger
+	st  *RealtimeStream
+	// utterances maps the stream's utterance numbers to the stage's ids,
+	// with the audio kept for an upload if the stream fails it.
+	utterances map[int]utterance
+	current    int
+	live       bool
+}
+
+func (s *Stage) realtime(ctx context.Context, log *slog.Logger) *realtime {
+	rec, _ := s.cfg.Recognizer.(*RealtimeRecognizer)
+	return &realtime{ctx: ctx, rec: rec, log: log, utterances: map[int]utterance{}}
+}
+
+func (r *realtime) on() bool { return r.st != nil && r.live }
+
+// start opens the stream if need be (once per speaker, so that the
+// connection is up before the utterance ends) and begins an utterance
+// with the audio the endpointer kept from before its onset.
+func (r *realtime) start(id string, preRoll []int16) {
+	r.live = false
+	if r.rec == nil {
+		return
+	}
+	if r.st == nil {
+		st, err := r.rec.Open(r.ctx)
+		if err != nil {
+			r.log.Warn("voice: no streaming recognition; utterances are uploaded", "err", err)
+			return
+		}
+		r.st = st
+	}
+	r.current = r.st.Utterance()
+	r.utterances[r.current] = utterance{id: id}
+	r.live = r.st.Append(preRoll) == nil
+}
+
+func (r *realtime) append(frame []int16) {
+	if r.on() && r.st.Append(frame) != nil {
+		r.live = false
+	}
+}
+
+// commit ends the utterance with its last frame; false: it was not
+// streamed, and must be uploaded.
+func (r *realtime) commit(last, audio []int16) bool {
+	if !r.on() {
+		delete(r.utterances, r.current)
+		return false
+	}
+	r.live = false
+	if r.st.Append(last) != nil {
+		delete(r.utterances, r.current)
+		return false
+	}
+	if _, err := r.st.Commit(); err != nil {
+		delete(r.utterances, r.current)
+		return false
+	}
+	u := r.utterances[r.current]
+	u.audio = audio
+	r.utterances[r.current] = u
+	return true
+}
+
+func (r *realtime) events() <-chan RealtimeEvent {
+	if r.st == nil {
+		return nil
+	}
+	return r.st.Events()
+}
+
+// ended: the stream closed, after failing what it still owed; the next
+// utterance opens another.
+func (r *realtime) ended() {
+	if err := r.st.Err(); err != nil {
+		r.log.Warn("voice: the streaming recognition session ended", "err", err)
+	}
+	_ = r.st.Close()
+	r.st, r.live = nil, false
+}
+
+func (r *realtime) close() {
+	if r.st != nil {
+		_ = r.st.Close()
+	}
 }

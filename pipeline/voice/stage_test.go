@@ -293,6 +293,19 @@ func wait[T any](t testing.TB, ch <-chan T, what string) T {
 // starts the turn; the answer's sentences are spoken in order, code
 // skipped and emphasis stripped, and the agent's state follows.
 func TestStageSpeechTurn(t *testing.T) {
+	base, _ := speechServer(t)
+	for _, tc := range []struct {
+		name string
+		rec  voice.Recognizer
+	}{
+		{"uploaded", &voice.OpenAIRecognizer{URL: base, Model: "whisper-1", Streaming: true}},
+		{"streamed", &voice.RealtimeRecognizer{URL: base, Model: "whisper-1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { stageSpeechTurn(t, tc.rec) })
+	}
+}
+
+func stageSpeechTurn(t *testing.T, rec voice.Recognizer) {
 	base, synth := speechServer(t)
 	room := newRoom(true)
 	out := &fakeOut{speed: 20}
@@ -303,7 +316,7 @@ func TestStageSpeechTurn(t *testing.T) {
 	)
 	turn.finish()
 	eng := &fakeEngine{started: make(chan started, 4), accept: func(string) *fakeTurn { return turn }}
-	st := newStage(t, base, eng, room, out)
+	st := newStage(t, base, eng, room, out, func(c *voice.Config) { c.Recognizer = rec })
 	in := st.Listen("alice", "TR_alice")
 	speech := speechtest.Render(t, question, 140, voice.InputRate)
 	feed(in, append(append(speechtest.Silence(500, voice.InputRate), speech...), speechtest.Silence(1500, voice.InputRate)...))
