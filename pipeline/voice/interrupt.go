@@ -17,6 +17,9 @@ import (
 
 // onset: a speaker's utterance id began.
 func (l *loop) onset(id string) {
+	if l.asked.id != "" && l.thinkingAbout(l.asked.id) {
+		l.addsTo = id
+	}
 	if l.play == nil {
 		return
 	}
@@ -70,10 +73,17 @@ func (l *loop) speechEnded(id string, at time.Time) {
 	})
 }
 
-// recognised takes an utterance's final transcript and says whether it
-// starts a turn. Talk over the agent with no words in it is not a turn:
-// the agent resumes at once, without waiting out FalseInterruption.
-func (l *loop) recognised(id, text string) (ask bool) {
+// question is what a speaker asks: a message id and its text.
+type question struct{ id, speaker, text string }
+
+// recognised takes an utterance's final transcript and says what it asks,
+// if anything. Talk over the agent with no words in it is not a turn: the
+// agent resumes at once, without waiting out FalseInterruption. A speaker
+// who adds to the question while its answer is still being thought
+// ("…in Paris, I mean") asks the whole question again under the same
+// message, so that the turn thinking about half of it is superseded
+// instead of both being answered.
+func (l *loop) recognised(id, speaker, text string) question {
 	over := l.talkOver == id && l.play != nil
 	if text == "" {
 		l.s.cfg.Observer.Unrecognised()
@@ -84,13 +94,35 @@ func (l *loop) recognised(id, text string) (ask bool) {
 			l.falseInterruption()
 		}
 		l.talkOver = ""
-		return false
+		return question{}
 	case text == "":
-		return false
-	case over:
+		return question{}
+	}
+	q := question{id: id, speaker: speaker, text: text}
+	if last := l.asked; l.addsTo == id && last.speaker == speaker {
+		q.id, q.text = last.id, last.text+" "+text
+	}
+	if over {
 		l.interrupt(id)
 	}
-	return true
+	l.asked = q
+	return q
+}
+
+// thinkingAbout: the running turn answers message id and nothing of its
+// answer has been heard yet. It is asked when the next utterance begins:
+// by the time that one is recognised, its length may have stopped the
+// turn already.
+func (l *loop) thinkingAbout(id string) bool {
+	if l.turn == nil || l.turn.UserMessageID() != id || l.state == StateSpeaking {
+		return false
+	}
+	select {
+	case <-l.turn.Done():
+		return false
+	default:
+		return true
+	}
 }
 
 func (l *loop) falseInterruption() {

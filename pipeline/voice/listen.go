@@ -256,15 +256,20 @@ func (s *Stage) finish(ctx context.Context, log *slog.Logger, u utterance, speak
 		log.Warn("voice: recognition failed; the utterance is lost", "err", err)
 		text = ""
 	}
-	var ask bool
-	if !s.do(ctx, func(l *loop) { ask = l.recognised(u.id, text) }) || !ask {
+	var q question
+	if !s.do(ctx, func(l *loop) { q = l.recognised(u.id, speaker, text) }) || q.id == "" {
 		if text == "" && err == nil {
 			log.Info("voice: speech with no transcript; no turn", "seconds", float64(len(u.audio))/InputRate)
 		}
 		return
 	}
-	s.room.Transcript(ctx, Transcript{ID: u.id, Speaker: speaker, TrackID: trackID, Text: text, Final: true})
-	if err := s.asker.Ask(ctx, speaker, u.id, text); err != nil {
+	if q.id != u.id {
+		// The utterance added to the question asked before it: its own
+		// transcript closes empty, the question's shows it whole.
+		s.room.Transcript(ctx, Transcript{ID: u.id, Speaker: speaker, TrackID: trackID, Final: true})
+	}
+	s.room.Transcript(ctx, Transcript{ID: q.id, Speaker: speaker, TrackID: trackID, Text: q.text, Final: true})
+	if err := s.asker.Ask(ctx, speaker, q.id, q.text); err != nil {
 		log.Warn("voice: the engine refused the turn", "err", err)
 	}
 }

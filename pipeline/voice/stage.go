@@ -137,6 +137,10 @@ type loop struct {
 	ended map[string]time.Time
 	// phrase is the last phrase cue said, so as not to say it twice.
 	phrase int
+	// asked is the last question asked by voice; addsTo the utterance
+	// that began while its answer was still being thought.
+	asked  question
+	addsTo string
 }
 
 // Run serves the stage until ctx ends, then stops what it started.

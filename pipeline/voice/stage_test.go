@@ -849,3 +849,39 @@ func transcript(t testing.TB, room *fakeRoom, first voice.AgentSpeech) (string, 
 	}
 	return text, parts
 }
+
+// A speaker who adds to the question while its answer is still being
+// thought asks the whole question again under the same message: the
+// thinking turn is stopped, and no second question is asked apart.
+func TestStageFollowUpWhileThinking(t *testing.T) {
+	base, _ := speechServer(t)
+	room := newRoom(true)
+	out := &fakeOut{speed: 1}
+	thinking := newTurn() // no sentence: the model is still reasoning
+	next := newTurn(pipeline.Sentence{Sequence: 1, Text: "Good."})
+	next.finish()
+	eng := &fakeEngine{started: make(chan started, 4), accept: func(text string) *fakeTurn {
+		if strings.Contains(text, "moon") {
+			return next
+		}
+		return thinking
+	}}
+	st := newStage(t, base, eng, room, out, func(c *voice.Config) { c.CueAfter = time.Minute })
+	in := st.Listen("alice", "TR_alice")
+	feed(in, append(speechtest.Render(t, question, 140, voice.InputRate), speechtest.Silence(800, voice.InputRate)...))
+	first := wait(t, eng.started, "the question")
+	feed(in, append(speechtest.Render(t, other, 140, voice.InputRate), speechtest.Silence(800, voice.InputRate)...))
+	if got := wait(t, thinking.interrupts, "the thinking turn stopped"); got.kind != wire.StopAll {
+		t.Fatalf("interrupt %+v", got)
+	}
+	second := wait(t, eng.started, "the whole question")
+	t.Logf("asked %q, then %q", first.text, second.text)
+	if second.id != first.id || !strings.HasPrefix(second.text, first.text+" ") || speechtest.WER(question+" "+other, second.text) > 0.2 {
+		t.Fatalf("first %+v, then %+v", first, second)
+	}
+	// The stage is ordered: its state follows the second turn's start.
+	st.State(context.Background())
+	if len(eng.started) != 0 {
+		t.Fatalf("%d more turns", len(eng.started))
+	}
+}
