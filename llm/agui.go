@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"iter"
+	"strings"
 
 	gonanoid "github.com/matoous/go-nanoid/v2"
 )
@@ -72,8 +73,15 @@ func (c *aguiAgent) input(req *Request) *aguiInput {
 			lastUser = i
 		}
 	}
-	if req.System != "" {
-		in.Messages = append(in.Messages, aguiMessage{ID: "system", Role: "system", Content: str(req.System)})
+	system := req.System
+	if !req.Thinking {
+		// An AG-UI agent has no standard thinking switch: Qwen3's own
+		// soft switch says it to the model behind it, forwardedProps to
+		// an agent that reads it.
+		system = strings.TrimSpace(system + "\n\n/no_think")
+	}
+	if system != "" {
+		in.Messages = append(in.Messages, aguiMessage{ID: "system", Role: "system", Content: str(system)})
 	}
 	for i, m := range req.Messages {
 		am := aguiMessage{ID: m.ID, Role: string(m.Role), ToolCallID: m.ToolCallID, EncryptedValue: m.EncryptedValue}
@@ -272,6 +280,7 @@ func (r *aguiRun) apply(ev *aguiEvent) (done bool, fail *Error) {
 
 func (c *aguiAgent) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
 	return func(yield func(Event) bool) {
+		req := followUpRequest(req, c.followUp())
 		t := newTurn(req, c.know)
 		t.explicitReasoning = true
 		post := func() (*stream, *Error) { return c.http.post(ctx, "", c.input(req), "text/event-stream") }

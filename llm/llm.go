@@ -101,6 +101,9 @@ type Request struct {
 	Thinking  bool
 	Sampling  *Sampling
 	MaxTokens int
+	// Continue asks for the answer at once after reasoning cut short
+	// (AnswerNow).
+	Continue *Continuation
 }
 
 func (r *Request) sampling() Sampling {

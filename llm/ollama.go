@@ -50,7 +50,10 @@ func (c *ollamaNative) request(req *Request) *olRequest {
 	if req.MaxTokens > 0 {
 		opts["num_predict"] = req.MaxTokens
 	}
-	r := &olRequest{Model: c.model, Stream: true, Think: req.Thinking, Options: opts}
+	// A continuation's prompt holds the closed reasoning already; with
+	// think off Ollama parses none of what follows, so the answer cannot
+	// be filed as thinking.
+	r := &olRequest{Model: c.model, Stream: true, Think: req.Thinking && req.Continue == nil, Options: opts}
 	names := map[string]string{} // tool call id → name, for tool results
 	// Ollama strips earlier reasoning itself and must never be sent
 	// reasoning back, so Message.Reasoning is dropped here.
@@ -71,6 +74,13 @@ func (c *ollamaNative) request(req *Request) *olRequest {
 			om.ToolName = names[m.ToolCallID]
 		}
 		r.Messages = append(r.Messages, om)
+	}
+	if req.Continue != nil {
+		// Ollama continues a final assistant message. The reasoning goes
+		// inline in its content rather than in its thinking field: some
+		// paths drop a message's thinking, and a thinking-only prefill has
+		// its continuation parsed as more thinking.
+		r.Messages = append(r.Messages, olMessage{Role: string(RoleAssistant), Content: prefill(req.Continue.Reasoning, false)})
 	}
 	r.Tools = oaTools(req.Tools)
 	return r

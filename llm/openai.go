@@ -47,6 +47,10 @@ type oaRequest struct {
 	EnableThinking     *bool          `json:"enable_thinking,omitempty"`
 	ReasoningEffort    string         `json:"reasoning_effort,omitempty"`
 	Reasoning          map[string]any `json:"reasoning,omitempty"`
+	// Continuing the final assistant message: vLLM needs both, SGLang
+	// the first; llama.cpp continues any final assistant message.
+	ContinueFinalMessage bool  `json:"continue_final_message,omitempty"`
+	AddGenerationPrompt  *bool `json:"add_generation_prompt,omitempty"`
 }
 
 type oaMessage struct {
@@ -84,21 +88,26 @@ func (c *openAI) request(req *Request) *oaRequest {
 		TopP:          s.TopP,
 		MaxTokens:     req.MaxTokens,
 	}
+	// A continuation's prompt already holds the closed reasoning: what
+	// follows is answer, which the thinking switch being off tells the
+	// server's reasoning parser (and llama.cpp refuses a prefill with
+	// thinking on).
+	thinking := req.Thinking && req.Continue == nil
 	switch c.flavor {
 	case FlavorDashScope:
-		r.EnableThinking = &req.Thinking
+		r.EnableThinking = &thinking
 		r.TopK = s.TopK
 	case FlavorOllama:
 		// Thinking is on by default since Ollama 0.12.4; "none" turns it
 		// off. top_k and min_p are ignored on /v1, so not sent.
-		if !req.Thinking {
+		if !thinking {
 			r.ReasoningEffort = "none"
 		}
 	case FlavorOpenRouter:
-		r.Reasoning = map[string]any{"enabled": req.Thinking}
+		r.Reasoning = map[string]any{"enabled": thinking}
 		r.TopK, r.MinP = s.TopK, &s.MinP
 	default:
-		r.ChatTemplateKwargs = map[string]any{"enable_thinking": req.Thinking}
+		r.ChatTemplateKwargs = map[string]any{"enable_thinking": thinking}
 		r.TopK, r.MinP = s.TopK, &s.MinP
 	}
 	// Servers that render Qwen3's template re-insert a <think> block they
@@ -117,6 +126,18 @@ func (c *openAI) request(req *Request) *oaRequest {
 			om.ToolCalls = append(om.ToolCalls, otc)
 		}
 		r.Messages = append(r.Messages, om)
+	}
+	if req.Continue != nil {
+		// Ollama's template writes the message as it is; the other
+		// servers either render it through Qwen3's template (vLLM) or
+		// append it to the generation prompt (SGLang, llama.cpp), which
+		// opened <think> already for a template that opens it.
+		opened := c.flavor == FlavorGeneric && c.know.get() == thinkOpens
+		r.Messages = append(r.Messages, oaMessage{Role: string(RoleAssistant), Content: prefill(req.Continue.Reasoning, opened)})
+		if c.flavor == FlavorGeneric {
+			no := false
+			r.ContinueFinalMessage, r.AddGenerationPrompt = true, &no
+		}
 	}
 	r.Tools = oaTools(req.Tools)
 	return r
@@ -268,6 +289,7 @@ var doneMarker = []byte("[DONE]")
 func (c *openAI) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
 	return func(yield func(Event) bool) {
 		c.know.ensure(ctx)
+		req := followUpRequest(req, c.followUp())
 		t := newTurn(req, c.know)
 		post := func() (*stream, *Error) {
 			return c.http.post(ctx, "/chat/completions", c.request(req), "text/event-stream")

@@ -12,6 +12,11 @@ type turn struct {
 	// explicitReasoning: the backend labels reasoning itself (AG-UI), so
 	// none of it is a misfiled answer.
 	explicitReasoning bool
+	// continued: the prompt ends with the model's closed reasoning
+	// (AnswerNow), so all it writes is answer. Servers whose parser
+	// assumes output starts inside <think> file it as reasoning (vLLM's
+	// newest qwen3 parser, Ollama's for a thinking-only prefill).
+	continued bool
 
 	content   splitter
 	reasoning splitter // for reasoning-field text
@@ -54,6 +59,10 @@ func newTurn(req *Request, know *modelKnowledge) *turn {
 	case thinkUnknown:
 		t.tentative = true
 	}
+	if req.Continue != nil {
+		t.continued, t.tentative = true, false
+		t.content.mode = modeAnswer
+	}
 	return t
 }
 
@@ -89,6 +98,10 @@ func opensThinkInPrompt(model string) bool {
 
 func (t *turn) reasoningField(text, messageID string) {
 	if text == "" {
+		return
+	}
+	if t.continued {
+		t.contentText(text)
 		return
 	}
 	if !t.sawReasoningField {

@@ -19,6 +19,9 @@ type Config struct {
 	LLM      llm.Client
 	System   string
 	Thinking bool
+	// ThinkingPolicy, when set, says how typed and spoken turns think
+	// (and within what budget) in place of Thinking.
+	ThinkingPolicy *ThinkingPolicy
 	// Tools run on the server (Builtins by default).
 	Tools []Tool
 	// MaxToolRounds bounds the model's tool calls in one turn (default 5).
@@ -341,6 +344,11 @@ func (c *Conversation) doFirst(f func()) { c.queue.PushFront(f) }
 func (c *Conversation) startTurn(face Face, sp spec) *Turn {
 	prev := c.last
 	if prev != nil {
+		if prev.UserID == sp.user.ID && sp.vary == "" {
+			// The same message asked again, whole (a speaker who added to
+			// it): the answer being thought is superseded.
+			prev.supersede()
+		}
 		prev.Interrupt(wire.StopAll)
 	}
 	t := newTurn(c.ctx, face, sp, prev)

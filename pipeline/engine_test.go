@@ -173,10 +173,15 @@ type rig struct {
 }
 
 func newRig(t *testing.T, answer func(*llm.Request) []*llm.Event) *rig {
+	return newRigWith(t, answer, nil)
+}
+
+// newRigWith is newRig with a thinking policy (nil: Config.Thinking).
+func newRigWith(t *testing.T, answer func(*llm.Request) []*llm.Event, policy *pipeline.ThinkingPolicy) *rig {
 	store := storage.NewMemory(storage.ReasoningPlain)
 	store.SaveConversation(storage.Conversation{ID: "conv_fake", Owner: "alice", CreatedAt: time.Now()})
 	m := newModel(answer)
-	e := pipeline.NewEngine(pipeline.Config{LLM: m, Thinking: true}, store)
+	e := pipeline.NewEngine(pipeline.Config{LLM: m, Thinking: true, ThinkingPolicy: policy}, store)
 	c := e.Open("conv_fake")
 	t.Cleanup(func() {
 		c.Close()
@@ -641,5 +646,66 @@ func TestAttachedSpeakerGetsEveryTurn(t *testing.T) {
 	})
 	if len(turns) != 0 {
 		t.Fatalf("a detached speaker was handed %s", (<-turns).UserMessageID())
+	}
+}
+
+// thinksThenWaits reasons, then waits for release before it answers:
+// a model still thinking.
+func thinksThenWaits(req *llm.Request) []*llm.Event {
+	q := req.Messages[len(req.Messages)-1].Content
+	return []*llm.Event{think("Let me see."), think("\n\n"), nil, say("About " + q + ". "), finish}
+}
+
+// The same message asked again, whole, while its first form is still
+// being thought (a speaker adding to the question) supersedes the
+// running turn: clients that saw it begin are told, the user message is
+// stored once with its last text, the model never sees the first form,
+// and only the second is answered.
+func TestAskedAgainWholeSupersedes(t *testing.T) {
+	r := newRig(t, thinksThenWaits)
+	face := newFace(streamingFull)
+	ctx := context.Background()
+	first := r.conv.Ask(ctx, face, "alice", &wire.UserMessage{ID: "msg_q", Content: "the weather"})
+	<-r.model.waiting
+	second := r.conv.Ask(ctx, face, "alice", &wire.UserMessage{ID: "msg_q", Content: "the weather in Paris"})
+	close(r.model.release)
+	<-first.Done()
+	<-second.Done()
+	got := face.until(t, "the answer", finalOf)
+	notices := slices.DeleteFunc(all[*wire.Acknowledgement](got), func(a *wire.Acknowledgement) bool { return a.Notes != pipeline.NoteSuperseded })
+	if len(notices) != 1 || notices[0].AcknowledgedMessageID != first.ID {
+		t.Fatalf("superseded notices %+v (first answer %s): %s", notices, first.ID, describeBodies(got))
+	}
+	var sentences []string
+	for _, s := range all[*wire.AssistantSentence](got) {
+		if s.Text != "" {
+			sentences = append(sentences, s.Text)
+		}
+	}
+	if strings.Join(sentences, "|") != "About the weather in Paris." {
+		t.Fatalf("sentences %q", sentences)
+	}
+	req := r.model.request(1)
+	for _, m := range req.Messages {
+		if m.Role == llm.RoleUser && m.Content == "the weather" {
+			t.Fatalf("the model saw the first form: %+v", req.Messages)
+		}
+	}
+	h, _ := r.store.History(ctx, "conv_fake")
+	var users, complete, superseded int
+	for _, e := range h {
+		switch {
+		case e.Role == "user" && e.ID == "msg_q" && e.Content == "the weather in Paris":
+			users++
+		case e.Role == "user":
+			t.Fatalf("another user message %+v", e)
+		case e.Status == storage.StatusComplete:
+			complete++
+		case e.Status == storage.StatusSuperseded && e.ID == first.ID:
+			superseded++
+		}
+	}
+	if users != 1 || complete != 1 || superseded != 1 {
+		t.Fatalf("stored %+v", h)
 	}
 }

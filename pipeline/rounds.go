@@ -24,10 +24,20 @@ type turnHooks struct {
 // goes to the chain and its text to the face, its tool calls run, and the
 // model answers again, until it answers without a tool call or the bound
 // of rounds is reached. deliver, if set, sends the partial reasoning
-// updates that waited out their interval. It returns the model's failure.
-func (cfg *Config) rounds(ctx context.Context, req *llm.Request, chain *reasoning.Chain, deliver *reasoning.Deliverer, h turnHooks) error {
+// updates that waited out their interval. budget bounds the turn's
+// reasoning across its rounds. It returns the model's failure.
+func (cfg *Config) rounds(ctx context.Context, req *llm.Request, chain *reasoning.Chain, deliver *reasoning.Deliverer, h turnHooks, budget Budget) error {
+	var clock *budgetClock
+	if req.Thinking && !budget.Unlimited() {
+		clock = &budgetClock{limit: budget}
+	}
 	for round := 0; ; round++ {
-		calls, thought, said, err := cfg.round(ctx, req, chain, deliver, h.text)
+		calls, thought, said, cut, err := cfg.round(ctx, req, chain, deliver, h.text, clock)
+		if cut {
+			// The budget is spent: the turn's later rounds answer
+			// without thinking.
+			req.Thinking, clock = false, nil
+		}
 		if err != nil || len(calls) == 0 || ctx.Err() != nil {
 			return err
 		}
@@ -44,17 +54,74 @@ func (cfg *Config) rounds(ctx context.Context, req *llm.Request, chain *reasonin
 }
 
 // round streams one model response and returns the tool calls it made.
-func (cfg *Config) round(ctx context.Context, req *llm.Request, chain *reasoning.Chain, deliver *reasoning.Deliverer, text func(string)) (calls []llm.ToolCall, reasoningText, said string, err error) {
+// When the budget runs out while the model still reasons, the response is
+// stopped, the chain's last step marked cut short, and the answer asked
+// for at once with the reasoning so far (llm.AnswerNow): that follow-up
+// makes the rest of the round.
+func (cfg *Config) round(ctx context.Context, req *llm.Request, chain *reasoning.Chain, deliver *reasoning.Deliverer, text func(string), clock *budgetClock) (calls []llm.ToolCall, reasoningText, said string, cut bool, err error) {
+	first := cfg.stream(ctx, req, chain, deliver, text, clock)
+	if !first.cut {
+		return first.calls, first.thought.String(), first.said.String(), false, first.err
+	}
+	now := time.Now()
+	chain.Cut(now)
+	thought := first.thought.String()
+	cfg.Logger.Info("reasoning budget reached: asking for the answer now",
+		"budget", clock.limit, "thought", clock.spent.Round(time.Millisecond), "tokens", clock.tokens,
+		"follow_up", llm.FollowUpOf(cfg.LLM))
+	rest := cfg.stream(ctx, llm.AnswerNow(req, thought), chain, deliver, text, nil)
+	// A model that cannot stop thinking (a re-ask to a Thinking-2507
+	// model) reasons again; that is part of the reasoning it answered from.
+	return rest.calls, thought + rest.thought.String(), rest.said.String(), true, rest.err
+}
+
+// streamed is what one model stream gave.
+type streamed struct {
+	calls         []llm.ToolCall
+	thought, said strings.Builder
+	err           error
+	// cut: the budget ran out while the model still reasoned; the stream
+	// was stopped and nothing after that moment was taken.
+	cut bool
+}
+
+// stream reads one model response into the chain and the face.
+func (cfg *Config) stream(ctx context.Context, req *llm.Request, chain *reasoning.Chain, deliver *reasoning.Deliverer, text func(string), clock *budgetClock) *streamed {
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
 	events := make(chan llm.Event, 64)
 	go func() {
-		// Ends when the stream does, which cancelling ctx brings about;
+		// Ends when the stream does, which cancelling sctx brings about;
 		// the loop below reads until then.
 		defer close(events)
-		for ev := range cfg.LLM.Stream(ctx, req) {
+		for ev := range cfg.LLM.Stream(sctx, req) {
 			events <- ev
 		}
 	}()
-	var thought, answer strings.Builder
+	out := &streamed{}
+	// The budget's clock runs while the model has neither answered nor
+	// called a tool: its time to the first token counts, as the user
+	// waits through it.
+	var limit <-chan time.Time
+	if clock != nil {
+		if d := clock.start(time.Now()); d > 0 {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			limit = t.C
+		}
+	}
+	thinking := clock != nil
+	endThinking := func(now time.Time) {
+		if thinking {
+			thinking, limit = false, nil
+			clock.stop(now)
+		}
+	}
+	cutNow := func(now time.Time) {
+		endThinking(now)
+		out.cut = true
+		stop()
+	}
 	poll := time.NewTimer(time.Hour)
 	defer poll.Stop()
 	var pollC <-chan time.Time
@@ -62,25 +129,41 @@ func (cfg *Config) round(ctx context.Context, req *llm.Request, chain *reasoning
 		select {
 		case ev, ok := <-events:
 			if !ok {
-				chain.End(time.Now())
-				return calls, thought.String(), answer.String(), err
+				if !out.cut {
+					endThinking(time.Now())
+					chain.End(time.Now())
+				}
+				return out
 			}
-			chain.Feed(ev, time.Now())
+			if out.cut {
+				continue // the tail of a stopped stream
+			}
+			now := time.Now()
+			chain.Feed(ev, now)
 			switch ev.Kind {
 			case llm.EventReasoning:
-				thought.WriteString(ev.Text)
+				out.thought.WriteString(ev.Text)
+				if thinking && clock.spend(ev.Text) {
+					cutNow(now)
+				}
 			case llm.EventText:
-				answer.WriteString(ev.Text)
+				if ev.Text != "" {
+					endThinking(now)
+				}
+				out.said.WriteString(ev.Text)
 				text(ev.Text)
 			case llm.EventToolCall:
+				endThinking(now)
 				if ev.ToolCall.Result == nil { // an AG-UI agent's own tools ran already
-					calls = append(calls, *ev.ToolCall)
+					out.calls = append(out.calls, *ev.ToolCall)
 				}
 			case llm.EventError:
 				if e, ok := llm.AsError(ev.Err); !ok || e.Kind != llm.ErrCancelled {
-					err = ev.Err
+					out.err = ev.Err
 				}
 			}
+		case now := <-limit:
+			cutNow(now)
 		case <-pollC:
 		}
 		if deliver == nil {
@@ -93,4 +176,33 @@ func (cfg *Config) round(ctx context.Context, req *llm.Request, chain *reasoning
 			pollC = poll.C
 		}
 	}
+}
+
+// budgetClock is a turn's reasoning budget as its rounds spend it.
+type budgetClock struct {
+	limit  Budget
+	spent  time.Duration
+	tokens int
+	since  time.Time
+}
+
+// start starts the clock for a round and returns the time left, or 0 when
+// the budget has no duration.
+func (c *budgetClock) start(now time.Time) time.Duration {
+	c.since = now
+	if c.limit.Duration <= 0 {
+		return 0
+	}
+	return max(c.limit.Duration-c.spent, time.Nanosecond)
+}
+
+func (c *budgetClock) stop(now time.Time) {
+	c.spent += now.Sub(c.since)
+}
+
+// spend counts a reasoning delta and reports whether the token budget
+// ran out.
+func (c *budgetClock) spend(delta string) bool {
+	c.tokens += estimateTokens(delta)
+	return c.limit.Tokens > 0 && c.tokens >= c.limit.Tokens
 }

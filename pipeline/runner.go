@@ -14,10 +14,11 @@
 // A turn is a *Turn. A voice stage living beside the faces uses it so:
 //
 //   - Conversation.Attach(speaker) hands speaker.Speak every turn
-//     started, typed or spoken; Conversation.Ask(ctx, face, from, m)
-//     starts one from a final transcript (m.ID is the transcript id,
-//     which is the user message id; no Acknowledgement or UserMessage
-//     echo is sent).
+//     started, typed or spoken; Conversation.Ask(ctx, face, from, m,
+//     Spoken()) starts one from a final transcript (m.ID is the
+//     transcript id, which is the user message id; no Acknowledgement or
+//     UserMessage echo is sent), thinking as chosen for spoken turns (by
+//     default within a reasoning budget, so that the answer starts soon).
 //   - Turn.Sentences(ctx) yields the answer's sentences in order as each
 //     completes, and ends with the answer; reasoning never enters it.
 //   - Turn.Speak() marks speech as playing the turn (call the returned
@@ -45,6 +46,12 @@ import (
 
 var errStopped = errors.New("stopped by the user")
 
+// NoteSuperseded is the notes of the Acknowledgement that tells clients
+// an answer they saw begin (its steps, its StartAnswer) was superseded by
+// a turn on the same message asked again whole; its
+// acknowledgedMessageId is the superseded answer's id.
+const NoteSuperseded = "superseded"
+
 // spec says what a turn answers.
 type spec struct {
 	user     *wire.UserMessage
@@ -67,6 +74,12 @@ type spec struct {
 	system      string
 	clientTools []wire.ClientTool
 	toolsEnd    bool
+
+	// spoken: the turn answers speech (Spoken); thinking and budget are
+	// the asking face's own choice (WithThinking, WithReasoningBudget).
+	spoken   bool
+	thinking ThinkingMode
+	budget   *Budget
 }
 
 // AskOption is what a face that keeps the conversation itself adds to a
@@ -101,8 +114,12 @@ func (c *Conversation) run(t *Turn) {
 			return
 		}
 		upTo := len(turns)
-		if sp.replaces >= 0 {
+		switch i := slices.IndexFunc(turns, func(r turnRecord) bool { return r.user.ID == sp.user.ID }); {
+		case sp.replaces >= 0:
 			upTo = sp.replaces
+		case i >= 0 && sp.vary == "" && sp.editOf == "":
+			// The message asked again, whole: it replaces its first form.
+			upTo = i
 		}
 		messages = append(historyOf(turns[:upTo]), llm.Message{ID: sp.user.ID, Role: llm.RoleUser, Content: sp.user.Content})
 		if sp.prefix != "" {
@@ -149,7 +166,8 @@ func (c *Conversation) run(t *Turn) {
 		clientTools[ct.Name] = ct
 	}
 	system := c.cfg.System + sp.system
-	req := &llm.Request{ConversationID: c.ID, System: system, Thinking: c.cfg.Thinking, Tools: c.toolDefs(clientTools), Messages: messages}
+	thinking, budget := c.thinkingFor(sp, face)
+	req := &llm.Request{ConversationID: c.ID, System: system, Thinking: thinking, Tools: c.toolDefs(clientTools), Messages: messages}
 
 	a := newAnswer(c.ID, t, face)
 	endedForTools := false
@@ -167,7 +185,7 @@ func (c *Conversation) run(t *Turn) {
 			}
 			return c.runTools(ctx, face, calls, clientTools, sp.from, t.ID), false
 		},
-	})
+	}, budget)
 	chain.End(time.Now())
 	t.generationEnded()
 	stopped := errors.Is(context.Cause(ctx), errStopped)
@@ -175,6 +193,11 @@ func (c *Conversation) run(t *Turn) {
 
 	status := storage.StatusComplete
 	switch {
+	case stopped && t.isSuperseded():
+		// Clients that saw its steps or its start learn that no answer
+		// follows from it: the answer comes from the turn that replaced it.
+		status = storage.StatusSuperseded
+		face.Send(&wire.Acknowledgement{ConversationID: c.ID, AcknowledgedMessageID: t.ID, Notes: NoteSuperseded})
 	case stopped:
 		status = storage.StatusStopped
 	case failure != nil:
@@ -201,10 +224,15 @@ func (c *Conversation) run(t *Turn) {
 		})
 	}
 	if heard := t.takeHeard(late); heard != nil {
-		content, status = heard.Text, storage.StatusStopped
+		content = heard.Text
+		if status != storage.StatusSuperseded {
+			status = storage.StatusStopped
+		}
 	}
 	store.SaveMessage(storage.Message{ID: t.ID, ConversationID: c.ID, PreviousID: m.ID, Role: "assistant", Content: content, Status: status, VariantOf: sp.variantOf, CreatedAt: now})
-	c.remember(turnRecord{user: llm.Message{ID: m.ID, Role: llm.RoleUser, Content: m.Content}, encrypted: encrypted, answerID: t.ID, answer: sp.prefix + content}, sp)
+	if status != storage.StatusSuperseded {
+		c.remember(turnRecord{user: llm.Message{ID: m.ID, Role: llm.RoleUser, Content: m.Content}, encrypted: encrypted, answerID: t.ID, answer: sp.prefix + content}, sp)
+	}
 }
 
 // viewers is the face's members as the reasoning sees them: each one's

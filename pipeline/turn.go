@@ -62,6 +62,9 @@ type Turn struct {
 	heard     *Heard
 	saved     bool
 	lateHeard func(h Heard)
+	// superseded: a turn on the same message, asked again whole, replaces
+	// this one.
+	superseded bool
 }
 
 func newTurn(parent context.Context, face Face, sp spec, prev *Turn) *Turn {
@@ -191,6 +194,18 @@ func (t *Turn) addSentence(s Sentence) {
 	close(t.grew)
 	t.grew = make(chan struct{})
 	t.mu.Unlock()
+}
+
+func (t *Turn) supersede() {
+	t.mu.Lock()
+	t.superseded = true
+	t.mu.Unlock()
+}
+
+func (t *Turn) isSuperseded() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.superseded
 }
 
 // generationEnded marks the model done: from now on a generation stop has

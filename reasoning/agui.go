@@ -1,6 +1,7 @@
 package reasoning
 
 import (
+	"encoding/json"
 	"time"
 
 	"github.com/alicia-voice/alicia/wire"
@@ -66,6 +67,12 @@ func (a *AGUIEvents) StepClosed(s *Step, now time.Time) {
 		if s.EncryptedValue != "" {
 			a.StepEncrypted(s, now)
 		}
+	}
+	if s.CutShort && a.started[s.ID] {
+		// AG-UI's reasoning events have no room for it; REASONING_END
+		// follows when the chain ends its phase.
+		value, _ := json.Marshal(map[string]string{"messageId": s.ID})
+		a.ev(agui.Event{Type: agui.Custom, Name: agui.CustomReasoningCutShort, Value: value}, now)
 	}
 }
 

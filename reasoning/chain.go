@@ -41,8 +41,11 @@ type Step struct {
 	SourceMessageID string
 	// ToolCallID is set when the step is the last before a tool call.
 	ToolCallID string
-	StartedAt  time.Time
-	EndedAt    time.Time
+	// CutShort marks the last step of reasoning stopped before the model
+	// finished it (Chain.Cut).
+	CutShort  bool
+	StartedAt time.Time
+	EndedAt   time.Time
 }
 
 // Listener is told how steps evolve. A Chain calls it synchronously, in
@@ -81,6 +84,8 @@ type Chain struct {
 	unsealed *Step
 	inPhase  bool
 	steps    []*Step
+	// cutting: the step opened now is the marker of a cut (Cut).
+	cutting bool
 }
 
 // NewChain starts the reasoning of a turn answering the user message
@@ -168,7 +173,7 @@ func (c *Chain) open(text string, now time.Time) {
 	c.content.WriteString(text)
 	c.cur = &Step{
 		ID: wire.NewID("rs"), ConversationID: c.conversationID, PreviousID: c.previousID, MessageID: c.messageID,
-		Index: c.next, Content: text, SourceMessageID: c.source, StartedAt: now,
+		Index: c.next, Content: text, SourceMessageID: c.source, StartedAt: now, CutShort: c.cutting,
 	}
 	c.next++
 	for _, l := range c.listeners {
@@ -259,5 +264,27 @@ func (c *Chain) endPhase(callID string, now time.Time) {
 
 // End ends the reasoning phase: the answer began, or the model finished.
 func (c *Chain) End(now time.Time) {
+	c.endPhase("", now)
+}
+
+// CutMarker is the content of the step that marks a cut falling between
+// two steps: every step so far is complete and already out, so the mark
+// needs a step of its own.
+const CutMarker = "…"
+
+// Cut ends the reasoning phase because it was stopped before the model
+// finished it (a reasoning budget ran out). The step being written is the
+// last, kept as it stands and marked cut short; between steps, a marker
+// step (CutMarker) is the last. Steps already out stay as they were.
+func (c *Chain) Cut(now time.Time) {
+	c.tail = ""
+	if c.cur == nil {
+		c.lead = ""
+		c.cutting = true
+		c.open(CutMarker, now)
+		c.cutting = false
+	}
+	c.cur.CutShort = true
+	c.inPhase = true
 	c.endPhase("", now)
 }

@@ -143,7 +143,7 @@ func (d *Deliverer) PhaseEnded(time.Time)           {}
 
 func body(s *Step, content string, partial bool) *wire.ReasoningStep {
 	return &wire.ReasoningStep{ID: s.ID, ConversationID: s.ConversationID, PreviousID: s.PreviousID,
-		Content: content, StepIndex: s.Index, Partial: partial}
+		Content: content, StepIndex: s.Index, Partial: partial, CutShort: s.CutShort}
 }
 
 func concat(a, b []string) []string {

@@ -53,7 +53,11 @@ func render(h []storage.Entry) []string {
 	for _, e := range h {
 		out = append(out, fmt.Sprintf("%s %s %s %q %s", e.ConversationID, e.ID, e.Role, e.Content, e.Status))
 		for _, s := range e.Steps {
-			out = append(out, fmt.Sprintf("  %d %s", s.Index, s.Content))
+			line := fmt.Sprintf("  %d %s", s.Index, s.Content)
+			if s.CutShort {
+				line += " (cut short)"
+			}
+			out = append(out, line)
 		}
 	}
 	return out
@@ -81,7 +85,7 @@ func contractMessageIDs(t *testing.T, b contractStores) {
 		s.SaveMessage(storage.Message{ID: "a1", ConversationID: conv, PreviousID: "m1", Role: "assistant", Status: storage.StatusStreaming, CreatedAt: now.Add(time.Millisecond)})
 		for j := range 2 {
 			s.SaveStep(reasoning.Step{ID: fmt.Sprintf("step-%d-%d", i, j), ConversationID: conv, PreviousID: "m1", MessageID: "a1",
-				Index: int32(j + 1), Content: fmt.Sprintf("thought %d of %s", j+1, conv), StartedAt: now, EndedAt: now})
+				Index: int32(j + 1), Content: fmt.Sprintf("thought %d of %s", j+1, conv), StartedAt: now, EndedAt: now, CutShort: j == 1})
 		}
 		s.SaveMessage(storage.Message{ID: "a1", ConversationID: conv, PreviousID: "m1", Role: "assistant", Content: "answer of " + conv, Status: storage.StatusComplete, CreatedAt: now.Add(time.Millisecond)})
 	}
@@ -90,7 +94,7 @@ func contractMessageIDs(t *testing.T, b contractStores) {
 		expectHistory(t, s, conv,
 			conv+` m1 user "question of `+conv+`" complete`,
 			conv+` a1 assistant "answer of `+conv+`" complete`,
-			"  1 thought 1 of "+conv, "  2 thought 2 of "+conv)
+			"  1 thought 1 of "+conv, "  2 thought 2 of "+conv+" (cut short)")
 	}
 }
 

@@ -33,6 +33,7 @@ type stepJSON struct {
 	StepIndex  int32     `json:"stepIndex"`
 	Content    string    `json:"content"`
 	ToolCallID string    `json:"toolCallId,omitempty"`
+	CutShort   bool      `json:"cutShort,omitempty"`
 	CreatedAt  time.Time `json:"createdAt"`
 }
 
@@ -85,7 +86,7 @@ func HistoryHandler(s Store, authenticate func(*http.Request) (string, error), p
 				case reasoning.ModeSummary:
 					content = reasoning.Summarize(content)
 				}
-				m.Reasoning = append(m.Reasoning, stepJSON{ID: st.ID, StepIndex: st.Index, Content: content, ToolCallID: st.ToolCallID, CreatedAt: st.EndedAt})
+				m.Reasoning = append(m.Reasoning, stepJSON{ID: st.ID, StepIndex: st.Index, Content: content, ToolCallID: st.ToolCallID, CutShort: st.CutShort, CreatedAt: st.EndedAt})
 			}
 			out.Messages = append(out.Messages, m)
 		}

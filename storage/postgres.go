@@ -223,7 +223,7 @@ func (p *Postgres) SaveStep(s reasoning.Step) {
 	}
 	row := &stepRow{id: s.ID, conversationID: s.ConversationID, messageID: s.MessageID, previousID: s.PreviousID,
 		index: s.Index, startedAt: s.StartedAt, endedAt: s.EndedAt,
-		encryptedValue: nullable(s.EncryptedValue), toolCallID: nullable(s.ToolCallID)}
+		encryptedValue: nullable(s.EncryptedValue), toolCallID: nullable(s.ToolCallID), cutShort: s.CutShort}
 	if p.sealer != nil {
 		row.sealed = p.sealer.seal([]byte(s.Content), s.ID)
 	} else {
@@ -360,7 +360,7 @@ func (p *Postgres) History(ctx context.Context, conversationID string) ([]Entry,
 		return nil, err
 	}
 	steps, err := p.pool.Query(ctx, `SELECT id, conversation_id, message_id, previous_id, step_index, content, content_encrypted,
-			coalesce(encrypted_value, ''), coalesce(tool_call_id, ''), started_at, created_at
+			coalesce(encrypted_value, ''), coalesce(tool_call_id, ''), cut_short, started_at, created_at
 		FROM alicia_reasoning_steps WHERE conversation_id = $1 ORDER BY message_id, step_index`, conversationID)
 	if err != nil {
 		return nil, err
@@ -371,7 +371,7 @@ func (p *Postgres) History(ctx context.Context, conversationID string) ([]Entry,
 		var content *string
 		var sealed []byte
 		if err := steps.Scan(&s.ID, &s.ConversationID, &s.MessageID, &s.PreviousID, &s.Index, &content, &sealed,
-			&s.EncryptedValue, &s.ToolCallID, &s.StartedAt, &s.EndedAt); err != nil {
+			&s.EncryptedValue, &s.ToolCallID, &s.CutShort, &s.StartedAt, &s.EndedAt); err != nil {
 			return nil, err
 		}
 		switch {

@@ -31,6 +31,7 @@ type stepRow struct {
 	content                                   *string
 	sealed                                    []byte
 	encryptedValue, toolCallID                *string
+	cutShort                                  bool
 	startedAt, endedAt                        time.Time
 }
 
@@ -234,9 +235,9 @@ func queue(b *pgx.Batch, r *record) {
 	case r.step != nil:
 		s := r.step
 		b.Queue(`INSERT INTO alicia_reasoning_steps (id, conversation_id, message_id, previous_id, step_index, content, content_encrypted,
-				encrypted_value, tool_call_id, started_at, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (id) DO NOTHING`,
-			s.id, s.conversationID, s.messageID, s.previousID, s.index, s.content, s.sealed, s.encryptedValue, s.toolCallID, s.startedAt, s.endedAt)
+				encrypted_value, tool_call_id, cut_short, started_at, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (id) DO NOTHING`,
+			s.id, s.conversationID, s.messageID, s.previousID, s.index, s.content, s.sealed, s.encryptedValue, s.toolCallID, s.cutShort, s.startedAt, s.endedAt)
 	case r.env != nil:
 		e := r.env
 		b.Queue(`INSERT INTO alicia_envelopes (conversation_id, stanza_id, payload, encrypted, destinations, sent_at)

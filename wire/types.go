@@ -62,6 +62,10 @@ type ReasoningStep struct {
 	// Partial marks a step still being written: it will be sent again under
 	// the same ID with more content. The final form leaves it out.
 	Partial bool `json:"partial,omitempty"`
+	// CutShort marks the last step of reasoning that was stopped before
+	// the model finished it (a reasoning budget ran out): the answer that
+	// follows was asked for at once.
+	CutShort bool `json:"cutShort,omitempty"`
 }
 
 // ToolUseRequest (type 6) announces or asks for a tool call.

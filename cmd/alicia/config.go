@@ -11,6 +11,7 @@ import (
 	"github.com/peterbourgon/ff/v3"
 
 	"github.com/alicia-voice/alicia/llm"
+	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/pipeline/voice"
 	"github.com/alicia-voice/alicia/reasoning"
 	"github.com/alicia-voice/alicia/room"
@@ -41,6 +42,11 @@ type serveConfig struct {
 	SpeechStandinPhrases string
 	// ReasoningDefault: the show-reasoning mode of users who never chose.
 	ReasoningDefault string
+	// VoiceThinking and the budgets: how spoken and typed turns think
+	// (thinkingPolicy).
+	VoiceThinking string
+	VoiceBudget   pipeline.Budget
+	TypedBudget   pipeline.Budget
 }
 
 func parseServeConfig(args []string, stderr io.Writer) (*serveConfig, error) {
@@ -75,6 +81,9 @@ func (c *serveConfig) flags() *flag.FlagSet {
 	c.Stage.Flags(fs)
 	fs.StringVar(&c.SpeechStandinPhrases, "speech-standin-phrases", "", "a file of phrases, one a line, that the speech stand-in's recogniser is limited to")
 	fs.StringVar(&c.ReasoningDefault, "reasoning-default", string(reasoning.ModeFull), "show-reasoning mode of a user who never chose one: off, summary or full")
+	fs.StringVar(&c.VoiceThinking, "voice-thinking", "", "spoken turns: on, off, or budget (reason within -voice-reasoning-budget); empty: budget when -thinking is on, else off")
+	fs.TextVar(&c.VoiceBudget, "voice-reasoning-budget", pipeline.Budget{Duration: pipeline.DefaultReasoningBudget}, "how long (3s) or how many tokens (300tokens) a spoken turn may reason, or both (3s,300tokens); 0: unlimited")
+	fs.TextVar(&c.TypedBudget, "typed-reasoning-budget", pipeline.Budget{}, "the same for typed turns; 0: unlimited")
 	fs.VisitAll(func(f *flag.Flag) { f.Usage += " (" + envName(f.Name) + ")" })
 	return fs
 }
@@ -97,6 +106,15 @@ func (c *serveConfig) validate() error {
 	if c.Thinking != "on" && c.Thinking != "off" {
 		errs = append(errs, fmt.Errorf("ALICIA_THINKING must be on or off, not %q", c.Thinking))
 	}
+	switch pipeline.ThinkingMode(c.VoiceThinking) {
+	case "", pipeline.ThinkingOn, pipeline.ThinkingOff:
+	case pipeline.ThinkingBudget:
+		if c.VoiceBudget.Unlimited() {
+			errs = append(errs, errors.New("ALICIA_VOICE_THINKING=budget needs a budget in ALICIA_VOICE_REASONING_BUDGET"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("ALICIA_VOICE_THINKING must be on, off or budget, not %q", c.VoiceThinking))
+	}
 	if c.Voice != "on" && c.Voice != "off" {
 		errs = append(errs, fmt.Errorf("ALICIA_VOICE must be on or off, not %q", c.Voice))
 	}
@@ -116,4 +134,29 @@ func (c *serveConfig) validate() error {
 		return fmt.Errorf("configuration: %w", err)
 	}
 	return nil
+}
+
+// thinkingPolicy is how the settings ask typed and spoken turns to think:
+// typed turns as ALICIA_THINKING says, within ALICIA_TYPED_REASONING_BUDGET
+// if one is set; spoken turns as ALICIA_VOICE_THINKING says, by default
+// within ALICIA_VOICE_REASONING_BUDGET unless thinking is off.
+func (c *serveConfig) thinkingPolicy() pipeline.ThinkingPolicy {
+	typed := pipeline.Thinking{Mode: pipeline.ThinkingOff}
+	if c.Thinking == "on" {
+		typed.Mode = pipeline.ThinkingOn
+		if !c.TypedBudget.Unlimited() {
+			typed = pipeline.Thinking{Mode: pipeline.ThinkingBudget, Budget: c.TypedBudget}
+		}
+	}
+	spoken := pipeline.Thinking{Mode: pipeline.ThinkingMode(c.VoiceThinking), Budget: c.VoiceBudget}
+	if spoken.Mode == "" {
+		spoken.Mode = pipeline.ThinkingOff
+		if c.Thinking == "on" {
+			spoken.Mode = pipeline.ThinkingBudget
+		}
+	}
+	if spoken.Mode == pipeline.ThinkingBudget && c.VoiceBudget.Unlimited() {
+		spoken.Mode = pipeline.ThinkingOn
+	}
+	return pipeline.ThinkingPolicy{Typed: typed, Spoken: spoken}
 }

@@ -100,7 +100,9 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	}
 	log.Info("model backend", "backend", llmCfg.Backend, "url", llmCfg.URL, "model", llmCfg.Model, "flavor", llm.FlavorOf(client))
 
-	pcfg := pipeline.Config{LLM: client, System: sc.SystemPrompt, Thinking: sc.Thinking == "on", ReasoningDefault: reasoning.Mode(sc.ReasoningDefault), Logger: log}
+	policy := sc.thinkingPolicy()
+	pcfg := pipeline.Config{LLM: client, System: sc.SystemPrompt, Thinking: sc.Thinking == "on", ThinkingPolicy: &policy,
+		ReasoningDefault: reasoning.Mode(sc.ReasoningDefault), Logger: log}
 	engine := pipeline.NewEngine(pcfg, store)
 	agent := room.NewAgent(cfg, store, room.NewMetrics(metrics), func(id string) room.Conversation { return engine.Open(id) }, log)
 	if sc.Voice == "on" {

@@ -10,6 +10,7 @@ import (
 type olInMessage struct {
 	Role      string `json:"role"`
 	Content   string `json:"content"`
+	Thinking  string `json:"thinking"`
 	ToolCalls []any  `json:"tool_calls"`
 }
 
@@ -41,6 +42,16 @@ func (s *Server) serveOllama(w http.ResponseWriter, r *http.Request) {
 	maxTokens, _ := in.Options["num_predict"].(float64)
 	ti := turnInput{model: in.Model, question: question, toolResult: toolResult, round: round,
 		thinkingOn: thinking, softNoThink: thinking && softNoThink(in.Messages, role, content), maxTokens: int(maxTokens)}
+	if n := len(in.Messages); n > 0 && in.Messages[n-1].Role == "assistant" {
+		last := in.Messages[n-1]
+		// Ollama continues a final assistant message; its template writes
+		// the message's thinking as a closed <think> block when think is
+		// set. A thinking-only prefill has its continuation parsed as
+		// thinking (ollama/ollama#17187).
+		thinkingOnly := last.Content == "" && last.Thinking != "" && string(in.Think) != ""
+		ti.continued = strings.Contains(last.Content, "</think>") || thinkingOnly
+		ti.answerAsReasoning = thinkingOnly && thinking
+	}
 	pc := newPacer(w, r, s.pacing)
 	pl := s.plan(ti, func() string { return "call_" + strings.ToLower(alnum(pc.rng, 8)) })
 	pc.pacing = pl.pacing
@@ -106,7 +117,11 @@ func (s *Server) serveOllama(w http.ResponseWriter, r *http.Request) {
 	if pl.thinks && !emit("thinking", strings.TrimSpace(pl.reasoning)) && doneReason != "length" {
 		return
 	}
-	if doneReason != "length" && !emit("content", strings.TrimSpace(pl.answer)) && doneReason != "length" {
+	answerField := "content"
+	if pl.answerAsReasoning {
+		answerField = "thinking"
+	}
+	if doneReason != "length" && !emit(answerField, strings.TrimSpace(pl.answer)) && doneReason != "length" {
 		return
 	}
 	if doneReason != "length" && len(pl.calls) > 0 {

@@ -456,6 +456,9 @@ type oaIn struct {
 	EnableThinking     *bool          `json:"enable_thinking"`
 	ReasoningEffort    string         `json:"reasoning_effort"`
 	Reasoning          map[string]any `json:"reasoning"`
+	// vLLM and SGLang continue a final assistant message only when asked.
+	ContinueFinalMessage bool  `json:"continue_final_message"`
+	AddGenerationPrompt  *bool `json:"add_generation_prompt"`
 }
 
 // thinkingSwitch reads the switch this server honours, and only that one.
@@ -503,6 +506,11 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, prof *openA
 		writeHTTPError(w, prof, http.StatusBadRequest, "The value of the enable_thinking parameter is restricted to True.")
 		return
 	}
+	continued, status, msg := prof.continuation(&in, thinking)
+	if status != 0 {
+		writeHTTPError(w, prof, status, msg)
+		return
+	}
 	role := func(m oaInMessage) string { return m.Role }
 	content := func(m oaInMessage) string { return textOf(m.Content) }
 	question, toolResult, round := lastUserAndRound(in.Messages, role, content, func(m oaInMessage) bool { return len(m.ToolCalls) > 0 })
@@ -510,6 +518,10 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, prof *openA
 		model: in.Model, question: question, toolResult: toolResult, round: round,
 		thinkingOn: thinking, softNoThink: thinking && softNoThink(in.Messages, role, content),
 		maxTokens: max(in.MaxTokens, in.MaxCompletion),
+		continued: continued,
+		// vLLM's newest qwen3 parser reads output as reasoning until
+		// </think> unless told thinking is off (vllm#53284).
+		answerAsReasoning: strings.HasPrefix(prof.name, "vllm") && prof.parser && thinking,
 	}
 	if on, ok := in.StreamOptions["include_usage"].(bool); ok {
 		ti.includeUsage = on
@@ -530,6 +542,53 @@ func (s *Server) serveOpenAI(w http.ResponseWriter, r *http.Request, prof *openA
 		flushed = func(kind, text string) { s.Flushed(r, kind, text) }
 	}
 	s.streamOpenAI(w, pc, prof, pl, ti, len(question)/4+20, flushed)
+}
+
+// continuation applies the server's rules for a final assistant message,
+// as each one has them: whether the model continues it (true only when it
+// closed the reasoning: the model then answers), or an HTTP error to
+// answer instead (status not 0). A final assistant message a server does
+// not continue is a finished turn (vLLM) or becomes a user message
+// (SGLang), as those servers do.
+func (p *openAIProfile) continuation(in *oaIn, thinking bool) (continued bool, status int, msg string) {
+	last := &in.Messages[len(in.Messages)-1]
+	if last.Role != "assistant" {
+		if in.ContinueFinalMessage && strings.HasPrefix(p.name, "vllm") {
+			return false, http.StatusBadRequest, "continue_final_message is set but the final message is not an assistant message"
+		}
+		return false, 0, ""
+	}
+	closed := strings.Contains(textOf(last.Content), "</think>")
+	switch {
+	case strings.HasPrefix(p.name, "vllm"):
+		if !in.ContinueFinalMessage {
+			return false, 0, ""
+		}
+		// The request's validator refuses both set; left out,
+		// add_generation_prompt defaults to true and the template refuses
+		// the pair.
+		if in.AddGenerationPrompt != nil && *in.AddGenerationPrompt {
+			return false, http.StatusBadRequest, "Cannot set both `continue_final_message` and `add_generation_prompt` to True."
+		}
+		if in.AddGenerationPrompt == nil {
+			return false, http.StatusBadRequest, "continue_final_message and add_generation_prompt are not compatible. Use continue_final_message when you want the model to continue the final message, and add_generation_prompt when you want to add a header that will prompt it to start a new assistant message instead."
+		}
+	case strings.HasPrefix(p.name, "sglang"):
+		if !in.ContinueFinalMessage {
+			last.Role = "user"
+			return false, 0, ""
+		}
+	case strings.HasPrefix(p.name, "llamacpp"):
+		if thinking {
+			return false, http.StatusBadRequest, "Assistant response prefill is incompatible with enable_thinking."
+		}
+	case strings.HasPrefix(p.name, "ollama"):
+	default:
+		// DashScope's partial mode and OpenRouter's prefill depend on the
+		// model; neither is modelled: a finished turn.
+		return false, 0, ""
+	}
+	return closed, 0, ""
 }
 
 // badGateway is what a reverse proxy in front of a dead backend answers.
@@ -581,7 +640,7 @@ func rawOutput(pl *plan, prof *openAIProfile, softEmpty bool) []rawToken {
 		// its tool calls (the whitespace delta vLLM forwards).
 		answer = "\n\n" + answer
 	}
-	add(false, answer)
+	add(pl.answerAsReasoning, answer)
 	return out
 }
 

@@ -35,6 +35,10 @@ type Round struct {
 	// reasoning message with REASONING_ENCRYPTED_VALUE.
 	Encrypted string `json:"encrypted,omitempty"`
 	Fault     *Fault `json:"fault,omitempty"`
+	// ReasonForMs makes the model go on reasoning after the paragraphs
+	// above for about this long at the pacing's time per token, as it does
+	// on a hard question: what a reasoning budget is tested against.
+	ReasonForMs int `json:"reasonForMs,omitempty"`
 }
 
 // ToolCall the model makes.

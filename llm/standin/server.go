@@ -33,13 +33,27 @@
 // --served-model-name or an Ollama tag do; each profile then says what it
 // serves in its own model-information format (GET …/v1/models, llama.cpp's
 // GET …/props, Ollama's POST …/api/show).
+//
+// A request that ends with an assistant message is treated as each server
+// treats it: vLLM continues it only with continue_final_message and
+// add_generation_prompt false (and refuses the first without the second),
+// SGLang only with continue_final_message (else the message becomes a
+// user message), llama.cpp always but refuses it with thinking on, Ollama
+// always. When the continued message closed the reasoning with </think>,
+// the model writes its answer only, filed as reasoning where the server
+// does so (vLLM's parser when thinking was not switched off, Ollama's for
+// a thinking-only message). A scenario's reasonForMs makes the model
+// think for long, for reasoning budgets to be tried on; Recorded hears
+// every request's body.
 package standin
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -60,6 +74,10 @@ type Server struct {
 	// request, kind ("reasoning" or "content") and text. A benchmark
 	// measures the client's delays from these moments.
 	Flushed func(r *http.Request, kind, text string)
+	// Recorded, set before Handler serves, hears the body of every POST
+	// before it is answered, so that a test can assert the exact shape of
+	// what a client sent (a continuation, a thinking switch).
+	Recorded func(r *http.Request, body []byte)
 }
 
 // New builds a stand-in from scenarios, tried in order, with the default
@@ -116,7 +134,21 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "Alicia's Qwen3 stand-in: not a real model. Profiles: see the package documentation of llm/standin.")
 	})
-	return mux
+	if s.Recorded == nil {
+		return mux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
+				return
+			}
+			s.Recorded(r, body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // turnInput is what every backend's request comes down to.
@@ -130,6 +162,13 @@ type turnInput struct {
 	softNoThink  bool
 	maxTokens    int
 	includeUsage bool
+	// continued: the request continues a final assistant message that
+	// closed the model's reasoning with </think>, so the model writes its
+	// answer only.
+	continued bool
+	// answerAsReasoning: the server's parser files that answer as
+	// reasoning (a quirk some servers have for continuations).
+	answerAsReasoning bool
 }
 
 // plan is the model's output for one response.
@@ -144,6 +183,8 @@ type plan struct {
 	encrypted  string
 	pacing     Pacing
 	maxTokens  int
+	// answerAsReasoning: the answer goes out in the reasoning field.
+	answerAsReasoning bool
 }
 
 type plannedCall struct {
@@ -168,11 +209,13 @@ func (s *Server) plan(in turnInput, callID func() string) *plan {
 	p := &plan{
 		scenario:   sc,
 		openInTmpl: alwaysThinks,
-		thinks:     !instruct && (alwaysThinks || in.thinkingOn),
-		fault:      rd.Fault,
-		encrypted:  rd.Encrypted,
-		pacing:     s.pacing,
-		maxTokens:  in.maxTokens,
+		// A continuation's prompt closed the thinking: the model answers.
+		thinks:            !instruct && (alwaysThinks || in.thinkingOn) && !in.continued,
+		fault:             rd.Fault,
+		encrypted:         rd.Encrypted,
+		pacing:            s.pacing,
+		maxTokens:         in.maxTokens,
+		answerAsReasoning: in.continued && in.answerAsReasoning,
 	}
 	if sc.Pacing != nil {
 		p.pacing = *sc.Pacing
@@ -183,6 +226,7 @@ func (s *Server) plan(in turnInput, callID func() string) *plan {
 		for i, para := range rd.Reasoning {
 			paras[i] = fill.Replace(para)
 		}
+		paras = append(paras, pondering(rd.ReasonForMs, p.pacing)...)
 		p.reasoning = strings.Join(paras, "\n\n")
 	}
 	p.answer = fill.Replace(rd.Answer)
@@ -191,6 +235,28 @@ func (s *Server) plan(in turnInput, callID func() string) *plan {
 	}
 	s.log.Debug("stand-in response", "scenario", sc.Name, "round", in.round, "thinks", p.thinks, "calls", len(p.calls))
 	return p
+}
+
+// pondering is the reasoning a model on a hard question goes on with:
+// enough paragraphs to last about ms at the pacing's time per token.
+func pondering(ms int, p Pacing) []string {
+	if ms <= 0 {
+		return nil
+	}
+	sentences := []string{
+		"Wait, let me look at this from another side before I commit to an answer.",
+		"Maybe I missed a case, so I should go through the possibilities again.",
+		"If the first reading holds, the answer follows; but the second reading changes it.",
+		"I should double-check the details, because a wrong answer would be worse than a slow one.",
+	}
+	want := ms / max(int(p.TokenMs), 1)
+	var paras []string
+	for n, i := 0, 0; n < want; i++ {
+		para := sentences[i%len(sentences)] + " " + sentences[(i+1)%len(sentences)]
+		n += len(tokenize(para)) + 1
+		paras = append(paras, para)
+	}
+	return paras
 }
 
 // spacedJSON writes arguments as vLLM re-serialises them: ", " and ": ".

@@ -152,12 +152,24 @@ func (a *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	mode := a.engine.Preference(r.Context(), identity)
+	var thinking []pipeline.AskOption
 	if in.ForwardedProps != nil {
 		var fp struct {
-			Reasoning reasoning.Mode `json:"reasoning"`
+			Reasoning reasoning.Mode        `json:"reasoning"`
+			Thinking  pipeline.ThinkingMode `json:"thinking"`
 		}
-		if json.Unmarshal(*in.ForwardedProps, &fp) == nil && fp.Reasoning.Valid() {
-			mode = fp.Reasoning
+		if json.Unmarshal(*in.ForwardedProps, &fp) == nil {
+			if fp.Reasoning.Valid() {
+				mode = fp.Reasoning
+			}
+			// The run's own choice of thinking, as a LiveKit client's
+			// typed_thinking feature chooses it for its turns.
+			switch fp.Thinking {
+			case pipeline.ThinkingOn, pipeline.ThinkingOff:
+				thinking = append(thinking, pipeline.WithThinking(fp.Thinking == pipeline.ThinkingOn))
+			case pipeline.ThinkingBudget:
+				thinking = append(thinking, pipeline.WithBudgetedThinking())
+			}
 		}
 	}
 	var system string
@@ -204,7 +216,8 @@ func (a *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	face := &aguiFace{identity: identity, emit: emit, v1: in.ProtocolVersion != "", mode: mode, tools: tools}
 	c := a.engine.Open(*in.ThreadID)
 	defer c.Close()
-	t := c.Ask(r.Context(), face, identity, user, pipeline.WithMessages(messages), pipeline.WithSystem(system), pipeline.WithClientTools(tools, true))
+	opts := append([]pipeline.AskOption{pipeline.WithMessages(messages), pipeline.WithSystem(system), pipeline.WithClientTools(tools, true)}, thinking...)
+	t := c.Ask(r.Context(), face, identity, user, opts...)
 	if t == nil {
 		return // the client went away
 	}

@@ -76,7 +76,8 @@ type Conversation interface {
 }
 
 // NewAsker asks conv through face: a final transcript is the speaker's
-// user message, with its id, exactly as if typed.
+// user message, with its id, as if typed, and the turn thinks as spoken
+// turns do (within their reasoning budget, by default).
 func NewAsker(conv Conversation, face pipeline.Face) Asker { return asker{conv, face} }
 
 type asker struct {
@@ -86,7 +87,7 @@ type asker struct {
 
 func (a asker) Ask(ctx context.Context, speaker, id, text string) error {
 	m := &wire.UserMessage{ID: id, Content: text, Timestamp: time.Now().UnixMilli()}
-	if a.conv.Ask(ctx, a.face, speaker, m) == nil {
+	if a.conv.Ask(ctx, a.face, speaker, m, pipeline.Spoken()) == nil {
 		return context.Cause(ctx)
 	}
 	return nil

@@ -66,7 +66,15 @@ type Event struct {
 	StepName        string          `json:"stepName,omitempty"`
 	Message         string          `json:"message,omitempty"`
 	Code            string          `json:"code,omitempty"`
+	// Name and Value are a CUSTOM event's.
+	Name  string          `json:"name,omitempty"`
+	Value json.RawMessage `json:"value,omitempty"`
 }
+
+// CustomReasoningCutShort names the CUSTOM event that follows the last
+// reasoning message of reasoning stopped before the model finished it (a
+// reasoning budget ran out); its value is {"messageId": <that message>}.
+const CustomReasoningCutShort = "alicia.reasoning_cut_short"
 
 // WriteSSE writes one event as an SSE frame: "data: <json>\n\n", LF only.
 func WriteSSE(w io.Writer, ev *Event) error {
