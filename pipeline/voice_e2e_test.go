@@ -350,8 +350,23 @@ func TestVoiceTurnThroughTheEngine(t *testing.T) {
 // speech stand-in limited to phrases; synthesised lists the texts sent
 // for synthesis so far.
 func voiceAgent(t *testing.T, lk *testenv.LiveKit, phrases ...string) (cfg room.Config, store storage.Store, speechURL string, synthesised func() []string) {
+	return voiceAgentWith(t, lk, modelSetup{}, phrases...)
+}
+
+// modelSetup is what the bot's model does: the stand-in's scenarios (nil:
+// its default) at a pace (zero: fast), and how turns think.
+type modelSetup struct {
+	scenarios []standin.Scenario
+	pacing    standin.Pacing
+	thinking  *pipeline.ThinkingPolicy
+}
+
+func voiceAgentWith(t *testing.T, lk *testenv.LiveKit, ms modelSetup, phrases ...string) (cfg room.Config, store storage.Store, speechURL string, synthesised func() []string) {
 	t.Helper()
-	s, _ := standin.New(nil, standin.Pacing{TTFTMs: 5, TokenMs: 1}, nil)
+	if ms.pacing == (standin.Pacing{}) {
+		ms.pacing = standin.Pacing{TTFTMs: 5, TokenMs: 1}
+	}
+	s, _ := standin.New(ms.scenarios, ms.pacing, nil)
 	model := httptest.NewServer(s.Handler())
 	t.Cleanup(model.Close)
 	client, _ := llm.New(llm.Config{Backend: "openai", URL: model.URL + "/vllm/v1", Model: "Qwen3-8B"})
@@ -380,7 +395,7 @@ func voiceAgent(t *testing.T, lk *testenv.LiveKit, phrases ...string) (cfg room.
 	mem := storage.NewMemory(storage.ReasoningPlain)
 	cfg = room.Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-voice"}
 	log := slog.New(slog.DiscardHandler)
-	engine := pipeline.NewEngine(pipeline.Config{LLM: client, Thinking: true, Logger: log}, mem)
+	engine := pipeline.NewEngine(pipeline.Config{LLM: client, Thinking: true, ThinkingPolicy: ms.thinking, Logger: log}, mem)
 	agent := room.NewAgent(cfg, mem, room.NewMetrics(nil), func(id string) room.Conversation { return engine.Open(id) }, log)
 	agent.EnableVoice(room.VoiceConfig{OutputRate: speechstandin.PCMRate, Stage: voice.Config{
 		Recognizer:  &voice.OpenAIRecognizer{URL: speech.URL + "/v1", Streaming: true},
@@ -501,4 +516,245 @@ func TestStockClientChat(t *testing.T) {
 	if err != nil || len(hist) < 2 || hist[0].Content != "Hello there?" {
 		t.Fatalf("stored %+v, %v", hist, err)
 	}
+}
+
+// trackFrame is one decoded frame of the bot's voice: when it came, how
+// loud it was, and how much of it is the thinking cue's tone.
+type trackFrame struct {
+	at        time.Time
+	rms, tone float64
+}
+
+// frameRecorder keeps the bot's voice as frames, to tell the cue from
+// speech by the cue's two partials.
+type frameRecorder struct {
+	mu     sync.Mutex
+	frames []trackFrame
+}
+
+func (r *frameRecorder) WriteSample(p media.PCM16Sample) error {
+	var sum float64
+	for _, v := range p {
+		sum += float64(v) * float64(v)
+	}
+	f := trackFrame{at: time.Now(), rms: math.Sqrt(sum / float64(max(1, len(p))))}
+	if sum > 0 {
+		f.tone = (goertzel(p, 392) + goertzel(p, 588)) / (sum * float64(len(p)) / 2)
+	}
+	r.mu.Lock()
+	r.frames = append(r.frames, f)
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *frameRecorder) Close() error { return nil }
+
+// goertzel is the power of frequency f in p, at voice.InputRate.
+func goertzel(p []int16, f float64) float64 {
+	w := 2 * math.Pi * f / voice.InputRate
+	c := 2 * math.Cos(w)
+	var s1, s2 float64
+	for _, v := range p {
+		s1, s2 = float64(v)+c*s1-s2, s1
+	}
+	return s1*s1 + s2*s2 - c*s1*s2
+}
+
+// cue and speech classify a loud frame: the cue is nearly all its two
+// partials, speech spreads over many.
+func (f trackFrame) cue() bool    { return f.rms > 300 && f.tone > 0.6 }
+func (f trackFrame) speech() bool { return f.rms > 300 && f.tone < 0.3 }
+
+// after returns the first frame after t that is, and the frames since t.
+func (r *frameRecorder) after(t time.Time, is func(trackFrame) bool) (trackFrame, bool, []trackFrame) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var since []trackFrame
+	for _, f := range r.frames {
+		if f.at.Before(t) {
+			continue
+		}
+		since = append(since, f)
+		if is(f) {
+			return f, true, since
+		}
+	}
+	return trackFrame{}, false, since
+}
+
+// waitFor waits for the first frame after t that is, up to 30 s.
+func (r *frameRecorder) waitFor(tb testing.TB, t time.Time, what string, is func(trackFrame) bool) (trackFrame, []trackFrame) {
+	tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if f, ok, since := r.after(t, is); ok {
+			return f, since
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	tb.Fatalf("no %s on the bot's track", what)
+	return trackFrame{}, nil
+}
+
+// A spoken question to a model that would reason for 8 s: the thinking
+// cue is heard on the bot's track soon after the end of the speech and
+// stops before the answer's first word; the 3 s budget cuts the
+// reasoning, which the client is shown and storage keeps as cut short.
+// Then a question, and while its answer is still being thought (the cue
+// playing), more words: the cue falls silent, and the whole question is
+// answered once and stored as one user message.
+func TestThinkingAloudOverLiveKit(t *testing.T) {
+	lk := testenv.StartLiveKit(t)
+	question, more := "How far is the moon?", "What is the weather like in Paris today?"
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	long := standin.Scenario{Name: "long", Rounds: []standin.Round{{
+		Reasoning:   []string{"The user asks something that takes thought.", "I weigh it carefully before I answer."},
+		ReasonForMs: 8000,
+		Answer:      "You said: {{question}}. That took some thought.",
+	}}}
+	budget := pipeline.Thinking{Mode: pipeline.ThinkingBudget, Budget: pipeline.Budget{Duration: 3 * time.Second}}
+	cfg, store, _, _ := voiceAgentWith(t, lk, modelSetup{
+		scenarios: []standin.Scenario{long},
+		pacing:    standin.Pacing{TTFTMs: 50, TokenMs: 11},
+		thinking:  &pipeline.ThinkingPolicy{Typed: pipeline.Thinking{Mode: pipeline.ThinkingOn}, Spoken: budget},
+	}, question, more, "you said")
+	const conv = "conv_thinking_aloud"
+	token, err := room.UserToken(cfg, conv, "erin", "erin", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &user{t: t}
+	rec := &frameRecorder{}
+	var tracks []*lkmedia.PCMRemoteTrack
+	var mu sync.Mutex
+	cb := lksdk.NewRoomCallback()
+	cb.OnDataPacket = func(data lksdk.DataPacket, _ lksdk.DataReceiveParams) {
+		if p, ok := data.(*lksdk.UserDataPacket); ok && p.Topic == room.Topic {
+			if env, err := wire.Unmarshal(p.Payload); err == nil {
+				u.mu.Lock()
+				u.got = append(u.got, env)
+				u.mu.Unlock()
+			}
+		}
+	}
+	cb.OnTrackSubscribed = func(track *webrtc.TrackRemote, _ *lksdk.RemoteTrackPublication, _ *lksdk.RemoteParticipant) {
+		r, err := lkmedia.NewPCMRemoteTrack(track, rec, lkmedia.WithTargetSampleRate(voice.InputRate))
+		if err != nil {
+			t.Errorf("record: %v", err)
+			return
+		}
+		mu.Lock()
+		tracks = append(tracks, r)
+		mu.Unlock()
+	}
+	if u.room, err = lksdk.ConnectToRoomWithToken(lk.URL, token, cb); err != nil {
+		t.Fatal(err)
+	}
+	defer u.room.Disconnect()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range tracks {
+			r.Close()
+		}
+	}()
+	u.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
+	u.send(&wire.Configuration{Features: []string{wire.FeatureStreaming, wire.FeatureReasoningSteps, wire.FeatureAudioOutput}})
+	u.until("configured", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 1 })
+	mic, err := lkmedia.NewPCMLocalTrack(voice.InputRate, 1, protoLogger.GetLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.room.LocalParticipant.PublishTrack(mic, &lksdk.TrackPublicationOptions{Name: "mic", Source: livekit.TrackSource_MICROPHONE}); err != nil {
+		t.Fatal(err)
+	}
+	speak(ctx, mic, speechtest.Silence(2000, voice.InputRate))
+	speak(ctx, mic, trimmed(speechtest.Render(t, question, 140, voice.InputRate)))
+	spoken := time.Now()
+	speak(ctx, mic, speechtest.Silence(500, voice.InputRate))
+
+	cue, _ := rec.waitFor(t, spoken, "thinking cue", trackFrame.cue)
+	first, _ := rec.waitFor(t, spoken, "answer", trackFrame.speech)
+	got := u.until("the final sentence", finalSentence)
+	steps := bodies[*wire.ReasoningStep](got)
+	t.Logf("end of speech → cue %v, → first answer audio %v (budget 3 s); %d reasoning steps",
+		cue.at.Sub(spoken).Round(time.Millisecond), first.at.Sub(spoken).Round(time.Millisecond), len(steps))
+	if len(steps) == 0 || !steps[len(steps)-1].CutShort {
+		t.Fatalf("steps %+v: the last is not marked cut short", steps)
+	}
+	if !cue.at.Before(first.at) {
+		t.Fatal("the cue came after the answer")
+	}
+	// Once the answer has played out, no cue came after its first word.
+	u.until("the agent listening", func([]*wire.Envelope) bool {
+		for _, p := range u.room.GetRemoteParticipants() {
+			if p.Attributes()[room.AgentStateAttribute] == string(voice.StateListening) {
+				return true
+			}
+		}
+		return false
+	})
+	if f, ok, _ := rec.after(first.at, trackFrame.cue); ok {
+		t.Fatalf("the cue played %v after the answer began", f.at.Sub(first.at))
+	}
+	hist, _ := store.History(ctx, conv)
+	if len(hist) < 2 || len(hist[1].Steps) == 0 || !hist[1].Steps[len(hist[1].Steps)-1].CutShort {
+		t.Fatalf("stored %+v", hist)
+	}
+
+	// A question; while its answer is being thought, more words.
+	speak(ctx, mic, trimmed(speechtest.Render(t, more, 140, voice.InputRate)))
+	asked := time.Now()
+	speak(ctx, mic, speechtest.Silence(500, voice.InputRate))
+	cue2, _ := rec.waitFor(t, asked, "second thinking cue", trackFrame.cue)
+	following := time.Now()
+	speak(ctx, mic, trimmed(speechtest.Render(t, question, 140, voice.InputRate)))
+	followed := time.Now()
+	speak(ctx, mic, speechtest.Silence(500, voice.InputRate))
+	deadline := time.Now().Add(40 * time.Second)
+	var answers, users []storage.Entry
+	for time.Now().Before(deadline) {
+		hist, _ = store.History(ctx, conv)
+		answers, users = nil, nil
+		for _, e := range hist[2:] {
+			switch {
+			case e.Role == "user":
+				users = append(users, e)
+			case e.Status == storage.StatusComplete:
+				answers = append(answers, e)
+			}
+		}
+		if len(answers) > 0 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(users) != 1 || len(answers) != 1 || speechtest.WER(more+" "+question, users[0].Content) > 0.2 || answers[0].PreviousID != users[0].ID {
+		t.Fatalf("stored users %+v, answers %+v", users, answers)
+	}
+	t.Logf("the cue began %v after the second question; stored %q, answered %q", cue2.at.Sub(asked).Round(time.Millisecond), users[0].Content, answers[0].Content)
+	// Talking over the cue silenced it: none while the user spoke (after
+	// the pause at the onset) nor before the new question's own cue time.
+	rec.mu.Lock()
+	for _, f := range rec.frames {
+		if f.cue() && f.at.After(following.Add(300*time.Millisecond)) && f.at.Before(followed.Add(900*time.Millisecond)) {
+			rec.mu.Unlock()
+			t.Fatalf("the cue played %v after the user began to add to the question", f.at.Sub(following))
+		}
+	}
+	rec.mu.Unlock()
+}
+
+// trimmed drops the silence espeak-ng leaves around speech, so that the
+// end of what is written is the end of the voice.
+func trimmed(pcm []int16) []int16 {
+	start, end := 0, len(pcm)
+	for start < end && pcm[start] < 500 && pcm[start] > -500 {
+		start++
+	}
+	for end > start && pcm[end-1] < 500 && pcm[end-1] > -500 {
+		end--
+	}
+	return pcm[start:end]
 }
