@@ -160,6 +160,11 @@ func synthesise(ctx context.Context, syn Synthesizer, voice, text string) *spoke
 	return out
 }
 
+// outputLatency is how long queued audio takes to reach the listener
+// (20 ms Opus frames, the SFU, the client's jitter buffer): the cue is
+// queued that much before the user should hear it.
+const outputLatency = 150 * time.Millisecond
+
 // cueAhead is how much cue audio is queued ahead of the listener: little,
 // so that the answer never waits behind it for long.
 const cueAhead = 60 * time.Millisecond

@@ -267,7 +267,7 @@ func (l *loop) startTurn(t Turn) {
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			l.s.playCue(ctx, p, at.Add(l.s.cfg.CueAfter), src)
+			l.s.playCue(ctx, p, at.Add(l.s.cfg.CueAfter-outputLatency), src)
 		}()
 	}
 	l.wg.Add(2)

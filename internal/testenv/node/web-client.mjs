@@ -285,7 +285,11 @@ const scenarios = {
             }
           }
         }
-        window.__samples.push({ at: performance.now(), mic: level(mine), remote: level(remote), state });
+        // What the first turn shows: its reasoning steps and answer so far.
+        const turn = document.querySelector('.turn');
+        const steps = turn ? turn.querySelectorAll('[data-testid=step]').length : 0;
+        const answer = turn?.querySelector('[data-testid=answer-text]')?.textContent.length ?? 0;
+        window.__samples.push({ at: performance.now(), mic: level(mine), remote: level(remote), state, steps, answer });
       }, 20);
       const caption = document.querySelector('.caption');
       new MutationObserver(() => {
