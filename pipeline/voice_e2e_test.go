@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"fmt"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -361,7 +362,7 @@ type modelSetup struct {
 	thinking  *pipeline.ThinkingPolicy
 }
 
-func voiceAgentWith(t *testing.T, lk *testenv.LiveKit, ms modelSetup, phrases ...string) (cfg room.Config, store storage.Store, speechURL string, synthesised func() []string) {
+func voiceAgentWith(t testing.TB, lk *testenv.LiveKit, ms modelSetup, phrases ...string) (cfg room.Config, store storage.Store, speechURL string, synthesised func() []string) {
 	t.Helper()
 	if ms.pacing == (standin.Pacing{}) {
 		ms.pacing = standin.Pacing{TTFTMs: 5, TokenMs: 1}
@@ -620,55 +621,7 @@ func TestThinkingAloudOverLiveKit(t *testing.T) {
 		thinking:  &pipeline.ThinkingPolicy{Typed: pipeline.Thinking{Mode: pipeline.ThinkingOn}, Spoken: budget},
 	}, question, more, "you said")
 	const conv = "conv_thinking_aloud"
-	token, err := room.UserToken(cfg, conv, "erin", "erin", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &user{t: t}
-	rec := &frameRecorder{}
-	var tracks []*lkmedia.PCMRemoteTrack
-	var mu sync.Mutex
-	cb := lksdk.NewRoomCallback()
-	cb.OnDataPacket = func(data lksdk.DataPacket, _ lksdk.DataReceiveParams) {
-		if p, ok := data.(*lksdk.UserDataPacket); ok && p.Topic == room.Topic {
-			if env, err := wire.Unmarshal(p.Payload); err == nil {
-				u.mu.Lock()
-				u.got = append(u.got, env)
-				u.mu.Unlock()
-			}
-		}
-	}
-	cb.OnTrackSubscribed = func(track *webrtc.TrackRemote, _ *lksdk.RemoteTrackPublication, _ *lksdk.RemoteParticipant) {
-		r, err := lkmedia.NewPCMRemoteTrack(track, rec, lkmedia.WithTargetSampleRate(voice.InputRate))
-		if err != nil {
-			t.Errorf("record: %v", err)
-			return
-		}
-		mu.Lock()
-		tracks = append(tracks, r)
-		mu.Unlock()
-	}
-	if u.room, err = lksdk.ConnectToRoomWithToken(lk.URL, token, cb); err != nil {
-		t.Fatal(err)
-	}
-	defer u.room.Disconnect()
-	defer func() {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, r := range tracks {
-			r.Close()
-		}
-	}()
-	u.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
-	u.send(&wire.Configuration{Features: []string{wire.FeatureStreaming, wire.FeatureReasoningSteps, wire.FeatureAudioOutput}})
-	u.until("configured", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 1 })
-	mic, err := lkmedia.NewPCMLocalTrack(voice.InputRate, 1, protoLogger.GetLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := u.room.LocalParticipant.PublishTrack(mic, &lksdk.TrackPublicationOptions{Name: "mic", Source: livekit.TrackSource_MICROPHONE}); err != nil {
-		t.Fatal(err)
-	}
+	u, rec, mic := listeningUser(t, lk, cfg, conv, "erin")
 	speak(ctx, mic, speechtest.Silence(2000, voice.InputRate))
 	speak(ctx, mic, trimmed(speechtest.Render(t, question, 140, voice.InputRate)))
 	spoken := time.Now()
@@ -687,14 +640,7 @@ func TestThinkingAloudOverLiveKit(t *testing.T) {
 		t.Fatal("the cue came after the answer")
 	}
 	// Once the answer has played out, no cue came after its first word.
-	u.until("the agent listening", func([]*wire.Envelope) bool {
-		for _, p := range u.room.GetRemoteParticipants() {
-			if p.Attributes()[room.AgentStateAttribute] == string(voice.StateListening) {
-				return true
-			}
-		}
-		return false
-	})
+	u.listening()
 	if f, ok, _ := rec.after(first.at, trackFrame.cue); ok {
 		t.Fatalf("the cue played %v after the answer began", f.at.Sub(first.at))
 	}
@@ -757,4 +703,118 @@ func trimmed(pcm []int16) []int16 {
 		end--
 	}
 	return pcm[start:end]
+}
+
+// listeningUser joins conv as identity with a client that streams, shows
+// reasoning and plays audio, records the bot's voice as frames, and
+// publishes a microphone.
+func listeningUser(t testing.TB, lk *testenv.LiveKit, cfg room.Config, conv, identity string) (*user, *frameRecorder, *lkmedia.PCMLocalTrack) {
+	t.Helper()
+	token, err := room.UserToken(cfg, conv, identity, identity, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &user{t: t}
+	rec := &frameRecorder{}
+	var tracks []*lkmedia.PCMRemoteTrack
+	var mu sync.Mutex
+	cb := lksdk.NewRoomCallback()
+	cb.OnDataPacket = func(data lksdk.DataPacket, _ lksdk.DataReceiveParams) {
+		if p, ok := data.(*lksdk.UserDataPacket); ok && p.Topic == room.Topic {
+			if env, err := wire.Unmarshal(p.Payload); err == nil {
+				u.mu.Lock()
+				u.got = append(u.got, env)
+				u.mu.Unlock()
+			}
+		}
+	}
+	cb.OnTrackSubscribed = func(track *webrtc.TrackRemote, _ *lksdk.RemoteTrackPublication, _ *lksdk.RemoteParticipant) {
+		r, err := lkmedia.NewPCMRemoteTrack(track, rec, lkmedia.WithTargetSampleRate(voice.InputRate))
+		if err != nil {
+			t.Errorf("record: %v", err)
+			return
+		}
+		mu.Lock()
+		tracks = append(tracks, r)
+		mu.Unlock()
+	}
+	if u.room, err = lksdk.ConnectToRoomWithToken(lk.URL, token, cb); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		u.room.Disconnect()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range tracks {
+			r.Close()
+		}
+	})
+	u.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
+	u.send(&wire.Configuration{Features: []string{wire.FeatureStreaming, wire.FeatureReasoningSteps, wire.FeatureAudioOutput}})
+	u.until("configured", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 1 })
+	mic, err := lkmedia.NewPCMLocalTrack(voice.InputRate, 1, protoLogger.GetLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.room.LocalParticipant.PublishTrack(mic, &lksdk.TrackPublicationOptions{Name: "mic", Source: livekit.TrackSource_MICROPHONE}); err != nil {
+		t.Fatal(err)
+	}
+	return u, rec, mic
+}
+
+// listening waits for the bot's lk.agent.state to say it listens.
+func (u *user) listening() {
+	u.until("the agent listening", func([]*wire.Envelope) bool {
+		for _, p := range u.room.GetRemoteParticipants() {
+			if p.Attributes()[room.AgentStateAttribute] == string(voice.StateListening) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// BenchmarkThinkingAloud: a spoken question, over a real livekit-server,
+// to a model that reasons for 1, 3 or 10 s, with a spoken budget of 3 s
+// or none: from the end of the speech to the first audible output (the
+// thinking cue or the answer) and to the answer's first audio, as the
+// client hears them. Each iteration is one question: run it with
+// -benchtime Nx.
+func BenchmarkThinkingAloud(b *testing.B) {
+	lk := testenv.StartLiveKit(b)
+	question := "How far is the moon?"
+	for _, reason := range []int{1, 3, 10} {
+		for _, budgeted := range []bool{false, true} {
+			b.Run(fmt.Sprintf("reason=%ds/budget=%v", reason, budgeted), func(b *testing.B) {
+				scenario := standin.Scenario{Name: "think", Rounds: []standin.Round{{
+					Reasoning:   []string{"The user asks how far away the moon is."},
+					ReasonForMs: reason * 1000,
+					Answer:      "You said: {{question}}. It is far.",
+				}}}
+				spoken := pipeline.Thinking{Mode: pipeline.ThinkingOn}
+				if budgeted {
+					spoken = pipeline.Thinking{Mode: pipeline.ThinkingBudget, Budget: pipeline.Budget{Duration: 3 * time.Second}}
+				}
+				cfg, _, _, _ := voiceAgentWith(b, lk, modelSetup{scenarios: []standin.Scenario{scenario},
+					pacing: standin.Pacing{TTFTMs: 50, TokenMs: 11}, thinking: &pipeline.ThinkingPolicy{Typed: spoken, Spoken: spoken}}, question, "you said")
+				u, rec, mic := listeningUser(b, lk, cfg, fmt.Sprintf("conv_think_%d_%v", reason, budgeted), "ivy")
+				ctx := context.Background()
+				speak(ctx, mic, speechtest.Silence(1000, voice.InputRate))
+				speech := trimmed(speechtest.Render(b, question, 140, voice.InputRate))
+				var toOutput, toAnswer time.Duration
+				for b.Loop() {
+					speak(ctx, mic, speech)
+					end := time.Now()
+					speak(ctx, mic, speechtest.Silence(500, voice.InputRate))
+					first, _ := rec.waitFor(b, end, "audio", func(f trackFrame) bool { return f.rms > 300 })
+					answer, _ := rec.waitFor(b, end, "answer", trackFrame.speech)
+					toOutput += first.at.Sub(end)
+					toAnswer += answer.at.Sub(end)
+					u.listening()
+				}
+				b.ReportMetric(float64(toOutput.Milliseconds())/float64(b.N), "ms-to-first-audio")
+				b.ReportMetric(float64(toAnswer.Milliseconds())/float64(b.N), "ms-to-answer")
+			})
+		}
+	}
 }
