@@ -2,8 +2,8 @@ package pipeline_test
 
 import (
 	"context"
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -100,60 +100,8 @@ func TestVoiceTurnThroughTheEngine(t *testing.T) {
 	defer cancel()
 	cfg, store, speechURL, synthesisedTexts := voiceAgent(t, lk, question, interruption, "you said")
 	const conv = "conv_voice_engine"
-	token, err := room.UserToken(cfg, conv, "alice", "alice", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &user{t: t}
 	heard := &pcmQueue{ch: make(chan []int16, 8192)}
-	var rec *lkmedia.PCMRemoteTrack
-	var recMu sync.Mutex
-	cb := lksdk.NewRoomCallback()
-	cb.OnDataPacket = func(data lksdk.DataPacket, _ lksdk.DataReceiveParams) {
-		if p, ok := data.(*lksdk.UserDataPacket); ok && p.Topic == room.Topic {
-			env, err := wire.Unmarshal(p.Payload)
-			if err != nil {
-				t.Errorf("%v", err)
-				return
-			}
-			u.mu.Lock()
-			u.got = append(u.got, env)
-			u.mu.Unlock()
-		}
-	}
-	cb.OnTrackSubscribed = func(track *webrtc.TrackRemote, _ *lksdk.RemoteTrackPublication, rp *lksdk.RemoteParticipant) {
-		r, err := lkmedia.NewPCMRemoteTrack(track, heard, lkmedia.WithTargetSampleRate(voice.InputRate))
-		if err != nil {
-			t.Errorf("record: %v", err)
-			return
-		}
-		recMu.Lock()
-		rec = r
-		recMu.Unlock()
-	}
-	if u.room, err = lksdk.ConnectToRoomWithToken(lk.URL, token, cb); err != nil {
-		t.Fatal(err)
-	}
-	defer u.room.Disconnect()
-	defer func() {
-		recMu.Lock()
-		defer recMu.Unlock()
-		if rec != nil {
-			rec.Close()
-		}
-	}()
-	u.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
-	u.send(&wire.Configuration{Features: []string{wire.FeatureStreaming, wire.FeatureReasoningSteps, wire.FeatureAudioOutput}})
-	u.until("configured", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 1 })
-
-	mic, err := lkmedia.NewPCMLocalTrack(voice.InputRate, 1, protoLogger.GetLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	micPub, err := u.room.LocalParticipant.PublishTrack(mic, &lksdk.TrackPublicationOptions{Name: "mic", Source: livekit.TrackSource_MICROPHONE})
-	if err != nil {
-		t.Fatal(err)
-	}
+	u, mic, micPub := listeningUser(t, lk, cfg, conv, "alice", heard)
 	// The SDK merges a stream's trailer attributes into the map its
 	// handler was given, from another goroutine: they are read once the
 	// stream is complete.
@@ -621,7 +569,8 @@ func TestThinkingAloudOverLiveKit(t *testing.T) {
 		thinking:  &pipeline.ThinkingPolicy{Typed: pipeline.Thinking{Mode: pipeline.ThinkingOn}, Spoken: budget},
 	}, question, more, "you said")
 	const conv = "conv_thinking_aloud"
-	u, rec, mic := listeningUser(t, lk, cfg, conv, "erin")
+	rec := &frameRecorder{}
+	u, mic, _ := listeningUser(t, lk, cfg, conv, "erin", rec)
 	speak(ctx, mic, speechtest.Silence(2000, voice.InputRate))
 	speak(ctx, mic, trimmed(speechtest.Render(t, question, 140, voice.InputRate)))
 	spoken := time.Now()
@@ -706,16 +655,15 @@ func trimmed(pcm []int16) []int16 {
 }
 
 // listeningUser joins conv as identity with a client that streams, shows
-// reasoning and plays audio, records the bot's voice as frames, and
+// reasoning and plays audio, records the bot's voice into rec, and
 // publishes a microphone.
-func listeningUser(t testing.TB, lk *testenv.LiveKit, cfg room.Config, conv, identity string) (*user, *frameRecorder, *lkmedia.PCMLocalTrack) {
+func listeningUser(t testing.TB, lk *testenv.LiveKit, cfg room.Config, conv, identity string, rec lkmedia.PCMRemoteTrackWriter) (*user, *lkmedia.PCMLocalTrack, *lksdk.LocalTrackPublication) {
 	t.Helper()
 	token, err := room.UserToken(cfg, conv, identity, identity, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	u := &user{t: t}
-	rec := &frameRecorder{}
 	var tracks []*lkmedia.PCMRemoteTrack
 	var mu sync.Mutex
 	cb := lksdk.NewRoomCallback()
@@ -756,10 +704,11 @@ func listeningUser(t testing.TB, lk *testenv.LiveKit, cfg room.Config, conv, ide
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := u.room.LocalParticipant.PublishTrack(mic, &lksdk.TrackPublicationOptions{Name: "mic", Source: livekit.TrackSource_MICROPHONE}); err != nil {
+	pub, err := u.room.LocalParticipant.PublishTrack(mic, &lksdk.TrackPublicationOptions{Name: "mic", Source: livekit.TrackSource_MICROPHONE})
+	if err != nil {
 		t.Fatal(err)
 	}
-	return u, rec, mic
+	return u, mic, pub
 }
 
 // listening waits for the bot's lk.agent.state to say it listens.
@@ -797,7 +746,8 @@ func BenchmarkThinkingAloud(b *testing.B) {
 				}
 				cfg, _, _, _ := voiceAgentWith(b, lk, modelSetup{scenarios: []standin.Scenario{scenario},
 					pacing: standin.Pacing{TTFTMs: 50, TokenMs: 11}, thinking: &pipeline.ThinkingPolicy{Typed: spoken, Spoken: spoken}}, question, "you said")
-				u, rec, mic := listeningUser(b, lk, cfg, fmt.Sprintf("conv_think_%d_%v", reason, budgeted), "ivy")
+				rec := &frameRecorder{}
+				u, mic, _ := listeningUser(b, lk, cfg, fmt.Sprintf("conv_think_%d_%v", reason, budgeted), "ivy", rec)
 				ctx := context.Background()
 				speak(ctx, mic, speechtest.Silence(1000, voice.InputRate))
 				speech := trimmed(speechtest.Render(b, question, 140, voice.InputRate))
