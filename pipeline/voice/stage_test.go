@@ -885,3 +885,61 @@ func TestStageFollowUpWhileThinking(t *testing.T) {
 		t.Fatalf("%d more turns", len(eng.started))
 	}
 }
+
+// phraseSynth answers each text with silence of a length of its own
+// (each of the cue's phrases differs), so that a recording tells which
+// phrase played; it counts its requests.
+type phraseSynth struct {
+	mu       sync.Mutex
+	requests []string
+}
+
+func (s *phraseSynth) Stream(_ context.Context, req *voice.SynthesizeRequest) iter.Seq[voice.SynthesizeEvent] {
+	s.mu.Lock()
+	s.requests = append(s.requests, req.Text)
+	s.mu.Unlock()
+	return func(yield func(voice.SynthesizeEvent) bool) {
+		yield(voice.SynthesizeEvent{Kind: voice.SynthesizeAudio, Samples: make([]int16, 80*(len(req.Text)+int(req.Text[0]))), SampleRate: 8000})
+	}
+}
+
+// The phrase cue is synthesised once per voice, whichever conversation
+// asks first, and two turns in a row never say the same one.
+func TestStagePhraseCue(t *testing.T) {
+	syn := &phraseSynth{}
+	room := newRoom(true)
+	room.cue = voice.CuePhrase
+	out := &recordedOut{fakeOut: &fakeOut{speed: 1}}
+	st := newStage(t, "", &fakeEngine{started: make(chan started, 1)}, room, out, func(c *voice.Config) {
+		c.Synthesizer, c.CueAfter, c.Voice = syn, 10*time.Millisecond, "phrase-test-voice"
+	})
+	var said []int
+	for range 2 {
+		turn := newTurn()
+		start := len(out.recorded())
+		st.SpeakTurn(turn)
+		// The phrase has played once its writes stop: the turn then ends.
+		for {
+			ws := out.recorded()[start:]
+			if len(ws) > 0 && out.fakeOut.Queued() == 0 {
+				n := 0
+				for _, w := range ws {
+					n += w.n
+				}
+				said = append(said, n)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		turn.finish()
+		for st.State(context.Background()) != voice.StateListening {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	syn.mu.Lock()
+	requests := len(syn.requests)
+	syn.mu.Unlock()
+	if requests != 4 || said[0] == said[1] {
+		t.Fatalf("%d synthesis requests; phrases of %v samples", requests, said)
+	}
+}
