@@ -911,7 +911,7 @@ func TestStagePhraseCue(t *testing.T) {
 	room.cue = voice.CuePhrase
 	out := &recordedOut{fakeOut: &fakeOut{speed: 1}}
 	st := newStage(t, "", &fakeEngine{started: make(chan started, 1)}, room, out, func(c *voice.Config) {
-		c.Synthesizer, c.CueAfter, c.Voice = syn, 10*time.Millisecond, "phrase-test-voice"
+		c.Synthesizer, c.CueAfter, c.Voice = syn, 10*time.Millisecond, fmt.Sprint("voice-", time.Now().UnixNano()) // the cache is the process's
 	})
 	var said []int
 	for range 2 {
