@@ -10,7 +10,6 @@ import (
 	lkmedia "github.com/livekit/server-sdk-go/v2/pkg/media"
 	"github.com/pion/webrtc/v4"
 
-	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/pipeline/voice"
 )
 
@@ -26,13 +25,6 @@ type VoiceConfig struct {
 // EnableVoice turns the voice path on for the rooms joined from now on.
 func (a *Agent) EnableVoice(cfg VoiceConfig) { a.voice = &cfg }
 
-// spoken is what the voice path needs of a conversation beyond
-// Conversation; *pipeline.Conversation has it.
-type spoken interface {
-	voice.Conversation
-	Attach(s pipeline.Speaker) (detach func())
-}
-
 // voiceJob binds one room's voice stage to LiveKit: the microphones in,
 // the voice track out. The stage itself is the conversation's: it asks
 // the engine and speaks every turn the engine hands it.
@@ -45,7 +37,7 @@ type voiceJob struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	out    *voiceOut
-	detach func()
+	leave  func()
 }
 
 func newVoiceJob(parent context.Context, cfg VoiceConfig, log *slog.Logger) *voiceJob {
@@ -56,7 +48,7 @@ func newVoiceJob(parent context.Context, cfg VoiceConfig, log *slog.Logger) *voi
 // start publishes the voice and starts listening, once the room is
 // joined.
 func (v *voiceJob) start(r *lksdk.Room, sess *Session) {
-	conv, ok := sess.conv.(spoken)
+	conv, ok := sess.conv.(voice.Conversation)
 	if !ok {
 		v.log.Warn("voice: the conversation engine cannot take spoken turns")
 		return
@@ -71,20 +63,20 @@ func (v *voiceJob) start(r *lksdk.Room, sess *Session) {
 	if cfg.Observer == nil {
 		cfg.Observer = sess.metrics
 	}
-	stage := voice.New(cfg, voice.NewAsker(conv, sess), sess.speech, out)
+	stage, leave := voice.Join(cfg, conv, sess, sess.speech, out)
+	v.leave = leave
 	v.wg.Add(1)
 	go func() {
 		defer v.wg.Done()
 		stage.Run(v.ctx)
 	}()
-	v.detach = conv.Attach(stage)
 	v.mics.start(r, stage)
 }
 
 // stop ends the room's voice and waits for it.
 func (v *voiceJob) stop() {
-	if v.detach != nil {
-		v.detach()
+	if v.leave != nil {
+		v.leave()
 	}
 	v.mics.close()
 	v.cancel()

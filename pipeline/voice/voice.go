@@ -69,17 +69,24 @@ type Asker interface {
 	Ask(ctx context.Context, speaker, id, text string) error
 }
 
-// Conversation is the engine's side of a conversation the stage asks in:
-// *pipeline.Conversation.
+// Conversation is the engine's side of a conversation the stage is the
+// voice of: *pipeline.Conversation.
 type Conversation interface {
 	Ask(ctx context.Context, face pipeline.Face, from string, m *wire.UserMessage, opts ...pipeline.AskOption) *pipeline.Turn
+	Attach(s pipeline.Speaker) (detach func())
 }
 
-// NewAsker asks conv through face: a final transcript is the speaker's
-// user message, with its id, as if typed, and the turn thinks as spoken
-// turns do (within their reasoning budget, by default).
-func NewAsker(conv Conversation, face pipeline.Face) Asker { return asker{conv, face} }
+// Join makes a new stage the voice of conv: its speakers' final
+// transcripts are asked through face, and every turn conv starts, typed
+// or spoken, is spoken. Run the stage; leave detaches it.
+func Join(cfg Config, conv Conversation, face pipeline.Face, room Room, out AudioOut) (s *Stage, leave func()) {
+	s = New(cfg, asker{conv, face}, room, out)
+	return s, conv.Attach(s)
+}
 
+// asker asks conv through face: a final transcript is the speaker's user
+// message, with its id, as if typed, and the turn thinks as spoken turns
+// do (within their reasoning budget, by default).
 type asker struct {
 	conv Conversation
 	face pipeline.Face
