@@ -344,10 +344,17 @@ func (c *Conversation) doFirst(f func()) { c.queue.PushFront(f) }
 func (c *Conversation) startTurn(face Face, sp spec) *Turn {
 	prev := c.last
 	if prev != nil {
-		if prev.UserID == sp.user.ID && sp.vary == "" {
-			// The same message asked again, whole (a speaker who added to
-			// it): the answer being thought is superseded.
-			prev.supersede()
+		select {
+		case <-prev.Done():
+		default:
+			if prev.UserID == sp.user.ID && sp.vary == "" {
+				// The same message asked again, whole (a speaker who added
+				// to it): the answer being thought is not kept either.
+				prev.supersede()
+			}
+			// Clients that saw the running answer begin (its steps, its
+			// StartAnswer) learn that no more of it comes.
+			prev.face.Send(&wire.Acknowledgement{ConversationID: c.ID, AcknowledgedMessageID: prev.ID, Notes: NoteSuperseded})
 		}
 		prev.Interrupt(wire.StopAll)
 	}

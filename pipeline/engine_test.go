@@ -353,7 +353,10 @@ func TestFakeFaceNewMessageDoesNotBlock(t *testing.T) {
 	got := face.until(t, "the second answer", func(b []sentBody) bool {
 		return slices.ContainsFunc(all[*wire.AssistantSentence](b), func(s *wire.AssistantSentence) bool { return s.Text == "You asked: next." })
 	})
-	if count[*wire.Acknowledgement](got) != 2 {
+	// Both messages are acknowledged, and the first answer is said to be
+	// superseded.
+	acks := all[*wire.Acknowledgement](got)
+	if len(acks) != 3 || acks[0].AcknowledgedMessageID != "msg_1" || acks[1].AcknowledgedMessageID != "msg_2" || acks[2].Notes != pipeline.NoteSuperseded {
 		t.Fatalf("%s", describeBodies(got))
 	}
 	// The second request saw the first turn, as cut.

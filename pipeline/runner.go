@@ -47,9 +47,9 @@ import (
 var errStopped = errors.New("stopped by the user")
 
 // NoteSuperseded is the notes of the Acknowledgement that tells clients
-// an answer they saw begin (its steps, its StartAnswer) was superseded by
-// a turn on the same message asked again whole; its
-// acknowledgedMessageId is the superseded answer's id.
+// an answer they may have seen begin (its steps, its StartAnswer) was
+// stopped by a newer message, or by the same message asked again whole;
+// its acknowledgedMessageId is the superseded answer's id.
 const NoteSuperseded = "superseded"
 
 // spec says what a turn answers.
@@ -194,10 +194,9 @@ func (c *Conversation) run(t *Turn) {
 	status := storage.StatusComplete
 	switch {
 	case stopped && t.isSuperseded():
-		// Clients that saw its steps or its start learn that no answer
-		// follows from it: the answer comes from the turn that replaced it.
+		// The answer comes from the turn on the same message that
+		// replaced it.
 		status = storage.StatusSuperseded
-		face.Send(&wire.Acknowledgement{ConversationID: c.ID, AcknowledgedMessageID: t.ID, Notes: NoteSuperseded})
 	case stopped:
 		status = storage.StatusStopped
 	case failure != nil:
