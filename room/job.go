@@ -27,14 +27,7 @@ type job struct {
 func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	log := a.log.With("room", j.room, "job", j.id)
 	assigned := time.Now()
-	rooms := lksdk.NewRoomServiceClient(a.cfg.httpURL(), a.cfg.APIKey, a.cfg.APISecret)
-	j.conn = &conn{lookup: func(ctx context.Context, identity string) (map[string]string, error) {
-		p, err := rooms.GetParticipant(ctx, &livekit.RoomParticipantIdentity{Room: j.room, Identity: identity})
-		if err != nil {
-			return nil, err
-		}
-		return p.Attributes, nil
-	}}
+	j.conn = a.connTo(j.room)
 	sess := newSession(a.ctx, SessionConfig{ID: j.room, Store: a.store, Open: a.open, Metrics: a.metrics, Logger: a.log}, j.conn)
 	j.session = sess
 	defer sess.Close()
@@ -97,6 +90,19 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	a.worker.jobStatus(j.id, livekit.JobStatus_JS_RUNNING, "")
 	log.Info("joined", "join", joined.Sub(assigned), "greeting", time.Since(joined))
 	return a.serveRoom(j, room, ev)
+}
+
+// connTo is a connection to room, not joined yet, that reads its
+// participants' attributes from LiveKit's API.
+func (a *Agent) connTo(room string) *conn {
+	rooms := lksdk.NewRoomServiceClient(a.cfg.httpURL(), a.cfg.APIKey, a.cfg.APISecret)
+	return &conn{lookup: func(ctx context.Context, identity string) (map[string]string, error) {
+		p, err := rooms.GetParticipant(ctx, &livekit.RoomParticipantIdentity{Room: room, Identity: identity})
+		if err != nil {
+			return nil, err
+		}
+		return p.Attributes, nil
+	}}
 }
 
 // serveRoom waits for the room's end: nobody left in it for
