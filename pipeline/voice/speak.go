@@ -21,10 +21,8 @@ type playback struct {
 	// agent's transcript; synthesised says every sentence is queued.
 	released    int
 	synthesised bool
-	// cue plays until the answer's first audio (nil when none plays);
-	// cued is how much of it was queued, ahead of the answer.
+	// cue plays until the answer's first audio (nil when none plays).
 	cue      cueSource
-	cued     time.Duration
 	answered bool
 }
 
@@ -298,7 +296,6 @@ func (p *playback) endCue(out AudioOut) {
 	}
 	if tail := p.cue.fade(); len(tail) > 0 {
 		_ = out.Write(tail, p.cue.rate())
-		p.cued += time.Duration(len(tail)) * time.Second / time.Duration(p.cue.rate())
 	}
 	p.cue = nil
 }
@@ -307,19 +304,14 @@ func (p *playback) endCue(out AudioOut) {
 // a little ahead of the listener at a time, so that the answer never
 // waits behind more than cueAhead of it.
 func (s *Stage) playCue(ctx context.Context, p *playback, at time.Time, src func(context.Context) cueSource) {
+	// Made while the cue's time comes: a phrase may need synthesising.
+	cue := src(ctx)
+	if cue == nil {
+		return
+	}
 	select {
 	case <-time.After(time.Until(at)):
 	case <-ctx.Done():
-		return
-	}
-	p.mu.Lock()
-	answered := p.answered
-	p.mu.Unlock()
-	if answered {
-		return
-	}
-	cue := src(ctx)
-	if cue == nil {
 		return
 	}
 	p.mu.Lock()
@@ -344,7 +336,6 @@ func (s *Stage) playCue(ctx context.Context, p *playback, at time.Time, src func
 				break
 			}
 			_ = s.out.Write(chunk, p.cue.rate())
-			p.cued += time.Duration(len(chunk)) * time.Second / time.Duration(p.cue.rate())
 		}
 		p.mu.Unlock()
 		select {
