@@ -70,8 +70,15 @@ func (e *aguiEnv) run(t *testing.T, identity string, input string) (int, []agui.
 	if resp.StatusCode != 200 {
 		return resp.StatusCode, nil
 	}
+	return 200, readEvents(t, resp.Body)
+}
+
+// readEvents reads an AG-UI SSE stream to its end and checks it keeps
+// the client's rules.
+func readEvents(t *testing.T, body io.Reader) []agui.Event {
+	t.Helper()
 	var events []agui.Event
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(body)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
@@ -85,7 +92,7 @@ func (e *aguiEnv) run(t *testing.T, identity string, input string) (int, []agui.
 	if err := agui.CheckAll(events); err != nil {
 		t.Fatalf("the stream breaks the client's rules: %v", err)
 	}
-	return 200, events
+	return events
 }
 
 func texts(events []agui.Event, typ agui.EventType) string {

@@ -1,8 +1,6 @@
 package pipeline_test
 
 import (
-	"bufio"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -49,21 +47,7 @@ func TestAGUIRunThinkingChoice(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer res.Body.Close()
-		var events []agui.Event
-		sc := bufio.NewScanner(res.Body)
-		for sc.Scan() {
-			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-				var ev agui.Event
-				if err := json.Unmarshal([]byte(data), &ev); err != nil {
-					t.Fatal(err)
-				}
-				events = append(events, ev)
-			}
-		}
-		if err := agui.CheckAll(events); err != nil {
-			t.Fatal(err)
-		}
-		return events
+		return readEvents(t, res.Body)
 	}
 	types := func(events []agui.Event) []agui.EventType {
 		var out []agui.EventType
