@@ -51,7 +51,7 @@ func (f *fakeFace) Send(body wire.Body, to ...string) {
 
 // until waits for pred to hold over what was sent; the face is woken by
 // every send, so no polling and no sleeping.
-func (f *fakeFace) until(t *testing.T, what string, pred func([]sentBody) bool) []sentBody {
+func (f *fakeFace) until(t testing.TB, what string, pred func([]sentBody) bool) []sentBody {
 	t.Helper()
 	timeout := time.After(10 * time.Second)
 	for {
