@@ -2,14 +2,13 @@ package room
 
 import (
 	"context"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/livekit/protocol/livekit"
 
+	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/pipeline/voice"
 	"github.com/alicia-voice/alicia/wire"
 )
@@ -178,34 +177,5 @@ func (v *speech) reconnected() {
 	}
 }
 
-// WantsAudio implements voice.Room: whether any client announced
-// audio_output.
-func (v *speech) WantsAudio() bool {
-	for _, m := range v.s.Members() {
-		if slices.Contains(m.Features, wire.FeatureAudioOutput) {
-			return true
-		}
-	}
-	return false
-}
-
-// FeatureThinkingCuePrefix is the feature with which a client asks for a
-// thinking cue of its own (thinking_cue:sound, phrase or off), in its
-// Configuration or its alicia.features attribute.
-const FeatureThinkingCuePrefix = "thinking_cue:"
-
-// ThinkingCue implements voice.Room: the cue a client in the room asked
-// for; with several, quiet wins (off, then phrase), so that nobody hears
-// what they turned off.
-func (v *speech) ThinkingCue() voice.CueMode {
-	var best voice.CueMode
-	rank := map[voice.CueMode]int{"": 0, voice.CueSound: 1, voice.CuePhrase: 2, voice.CueOff: 3}
-	for _, m := range v.s.Members() {
-		for _, f := range m.Features {
-			if mode, ok := strings.CutPrefix(f, FeatureThinkingCuePrefix); ok && voice.CueMode(mode).Valid() && rank[voice.CueMode(mode)] > rank[best] {
-				best = voice.CueMode(mode)
-			}
-		}
-	}
-	return best
-}
+// Members implements voice.Room.
+func (v *speech) Members() []pipeline.Member { return v.s.Members() }

@@ -4,8 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/alicia-voice/alicia/pipeline"
+	"github.com/alicia-voice/alicia/wire"
 )
 
 // CueMode is what the agent plays while the model thinks and no answer
@@ -172,7 +177,7 @@ const cueAhead = 60 * time.Millisecond
 // cue is the thinking cue for the next turn: the client's choice, or
 // the deployment's; nil for none.
 func (l *loop) cue() func(context.Context) cueSource {
-	mode := l.s.room.ThinkingCue()
+	mode := askedCue(l.s.room.Members())
 	if !mode.Valid() {
 		mode = l.s.cfg.Cue
 	}
@@ -202,4 +207,31 @@ func (m *CueMode) UnmarshalText(b []byte) error {
 		return nil
 	}
 	return fmt.Errorf("thinking cue %q: sound, phrase or off", b)
+}
+
+// FeatureThinkingCue is the feature with which a client asks for a
+// thinking cue of its own (thinking_cue:sound, phrase or off), in its
+// Configuration or its alicia.features attribute.
+const FeatureThinkingCue = "thinking_cue:"
+
+// askedCue is the cue the clients asked for ("" for none); with several,
+// the quietest wins (off, then phrase), so that nobody hears what they
+// turned off.
+func askedCue(members []pipeline.Member) CueMode {
+	rank := func(m CueMode) int { return slices.Index([]CueMode{"", CueSound, CuePhrase, CueOff}, m) }
+	var best CueMode
+	for _, m := range members {
+		for _, f := range m.Features {
+			if mode, ok := strings.CutPrefix(f, FeatureThinkingCue); ok && rank(CueMode(mode)) > rank(best) {
+				best = CueMode(mode)
+			}
+		}
+	}
+	return best
+}
+
+// wantsAudio: a client announced audio_output; without one nothing is
+// synthesised.
+func wantsAudio(members []pipeline.Member) bool {
+	return slices.ContainsFunc(members, func(m pipeline.Member) bool { return slices.Contains(m.Features, wire.FeatureAudioOutput) })
 }

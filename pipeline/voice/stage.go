@@ -36,7 +36,7 @@ type Config struct {
 	// Observer hears interruptions, for metrics.
 	Observer Observer
 	// Cue is what plays while the model thinks (default sound); a client
-	// may ask for another (Room.ThinkingCue). CueAfter is when it starts,
+	// may ask for another (FeatureThinkingCue). CueAfter is when it starts,
 	// from the end of the user's speech (from the turn's start for a typed
 	// one) if no answer is audible by then. Default 1 s: the endpointing
 	// delay is inside it.
@@ -235,7 +235,7 @@ func (l *loop) startTurn(t Turn) {
 	}
 	l.turn = t
 	l.setState(StateThinking)
-	if l.s.out == nil || !l.s.room.WantsAudio() {
+	if l.s.out == nil || !wantsAudio(l.s.room.Members()) {
 		// No one can hear it: no synthesis at all. The state goes back to
 		// listening when the turn ends.
 		l.wg.Add(1)

@@ -44,9 +44,18 @@ func (r *fakeRoom) SetState(_ context.Context, s voice.State) {
 	defer r.mu.Unlock()
 	r.states = append(r.states, s)
 }
-func (r *fakeRoom) WantsAudio() bool { return r.wants }
 
-func (r *fakeRoom) ThinkingCue() voice.CueMode { return r.cue }
+// Members is one client, which plays audio if wants, and asks for cue.
+func (r *fakeRoom) Members() []pipeline.Member {
+	m := pipeline.Member{Identity: "alice"}
+	if r.wants {
+		m.Features = append(m.Features, wire.FeatureAudioOutput)
+	}
+	if r.cue != "" {
+		m.Features = append(m.Features, voice.FeatureThinkingCue+string(r.cue))
+	}
+	return []pipeline.Member{m}
+}
 
 // fakeOut plays at speed times real time, as a track would at 1.
 type fakeOut struct {

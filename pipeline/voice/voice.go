@@ -161,12 +161,10 @@ type Room interface {
 	AgentSpeech(ctx context.Context, s AgentSpeech)
 	// SetState publishes the agent's state.
 	SetState(ctx context.Context, s State)
-	// WantsAudio reports whether any participant announced audio_output;
-	// without one nothing is synthesised.
-	WantsAudio() bool
-	// ThinkingCue is the cue a client asked for; "" leaves the
-	// deployment's.
-	ThinkingCue() CueMode
+	// Members are the participants with what each client announced, as
+	// data: the stage decides from their features whether anyone hears
+	// it (audio_output) and what cue they asked for.
+	Members() []pipeline.Member
 }
 
 // AudioOut plays PCM at real-time pace.
