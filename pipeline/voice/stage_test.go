@@ -952,3 +952,37 @@ func TestStagePhraseCue(t *testing.T) {
 		t.Fatalf("%d synthesis requests; phrases of %v samples", requests, said)
 	}
 }
+
+// Talk over the agent whose transcript does not come back in time still
+// resumes it, FalseInterruption after the speech ended; a late empty
+// transcript then changes nothing.
+func TestStageFalseInterruptionTimesOut(t *testing.T) {
+	room := newRoom(true)
+	out := &fakeOut{speed: 1}
+	obs := &observed{}
+	rec := &heldRecognizer{release: make(chan struct{}), requests: make(chan struct{}, 4)}
+	turn := newTurn(pipeline.Sentence{Sequence: 1, Text: "The weather in Paris is mild today, with a light breeze from the west."})
+	st := newStage(t, "", &fakeEngine{started: make(chan started, 1), accept: func(string) *fakeTurn { return nil }}, room, out, func(c *voice.Config) {
+		c.Recognizer, c.Synthesizer, c.Observer, c.FalseInterruption, c.InterimEvery = rec, toneSynth{}, obs, 200*time.Millisecond, -1
+	})
+	in := st.Listen("alice", "TR_alice")
+	st.SpeakTurn(turn)
+	wait(t, room.speech, "the first words")
+	feed(in, append(speechtest.Hum(300, voice.InputRate), speechtest.Silence(700, voice.InputRate)...))
+	wait(t, rec.requests, "the recognition, held")
+	for obs.falseInterruptions.Load() == 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	close(rec.release)
+	// The stage is ordered: its state is read after it took the late
+	// transcript.
+	for obs.unrecognised.Load() == 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	out.mu.Lock()
+	pauses, resumes, clears := out.pauses, out.resumes, out.clears
+	out.mu.Unlock()
+	if st.State(context.Background()) != voice.StateSpeaking || pauses != 1 || resumes != 1 || clears != 0 || len(turn.interrupts) != 0 || obs.falseInterruptions.Load() != 1 {
+		t.Fatalf("%d pauses, %d resumes, %d clears, %d interrupts, %d false interruptions", pauses, resumes, clears, len(turn.interrupts), obs.falseInterruptions.Load())
+	}
+}
