@@ -36,6 +36,16 @@ type user struct {
 	// gone is closed when the SDK has given the room up.
 	gone     chan struct{}
 	goneOnce sync.Once
+	// closeTracks stops the tracks a voice user listens to.
+	closeTracks func()
+}
+
+// leave disconnects the user and stops what it listened to.
+func (u *user) leave() {
+	u.room.Disconnect()
+	if u.closeTracks != nil {
+		u.closeTracks()
+	}
 }
 
 type arrival struct {
@@ -80,6 +90,12 @@ func join(ctx context.Context, api, secret, identity string, features []string) 
 
 // joinRoom is join for a given room; empty is a new conversation.
 func joinRoom(ctx context.Context, api, secret, identity, roomName string, features []string) (*user, error) {
+	return joinWith(ctx, api, secret, identity, roomName, features, nil)
+}
+
+// joinWith is joinRoom for a client that, with media, subscribes to the
+// room's tracks and sets its own callbacks for them.
+func joinWith(ctx context.Context, api, secret, identity, roomName string, features []string, media func(*lksdk.RoomCallback)) (*user, error) {
 	token, lkURL, roomName, err := requestToken(ctx, api, secret, identity, roomName)
 	if err != nil {
 		return nil, err
@@ -117,7 +133,10 @@ func joinRoom(ctx context.Context, api, secret, identity, roomName string, featu
 		u.mu.Unlock()
 		u.goneOnce.Do(func() { close(u.gone) })
 	}
-	r, err := lksdk.ConnectToRoomWithToken(lkURL, token, cb, lksdk.WithAutoSubscribe(false))
+	if media != nil {
+		media(cb)
+	}
+	r, err := lksdk.ConnectToRoomWithToken(lkURL, token, cb, lksdk.WithAutoSubscribe(media != nil))
 	if err != nil {
 		return nil, err
 	}

@@ -47,13 +47,19 @@ import (
 
 type options struct {
 	n, turns, joinParallel int
-	pace                   string
-	reasoning, postgres    string
-	start                  string
-	voice                  bool
-	think, turnTimeout     time.Duration
-	bot, profile           string
-	profileFor             time.Duration
+	// ns are the voice benchmark's sizes, run one after another.
+	ns                  []int
+	sttTransport        string
+	interruptEvery      int
+	voiceCycle          time.Duration
+	keep                bool
+	pace                string
+	reasoning, postgres string
+	start               string
+	voice               bool
+	think, turnTimeout  time.Duration
+	bot, profile        string
+	profileFor          time.Duration
 }
 
 func main() {
@@ -64,12 +70,26 @@ func main() {
 		debug.SetGCPercent(400)
 	}
 	var o options
-	flag.IntVar(&o.n, "n", 50, "concurrent conversations")
+	flag.Func("n", "concurrent conversations (default 50); with -voice, a list run one after another: 1,10,25,50,100", func(v string) error {
+		o.ns = nil
+		for _, f := range strings.Split(v, ",") {
+			var k int
+			if _, err := fmt.Sscan(strings.TrimSpace(f), &k); err != nil || k < 1 {
+				return fmt.Errorf("%q is not a number of users", f)
+			}
+			o.ns = append(o.ns, k)
+		}
+		return nil
+	})
 	flag.IntVar(&o.turns, "turns", 3, "questions per conversation")
 	flag.StringVar(&o.pace, "pace", "realistic", "model pace: realistic (50 ms to the first token, 11 ms a token), instant, or TTFT/token in ms as 200/25")
 	flag.StringVar(&o.reasoning, "reasoning", "on", "on: the model reasons and clients show every step; off: answers only")
 	flag.StringVar(&o.postgres, "postgres", "on", "on: the bot stores in a fresh Postgres database; off: in memory")
-	flag.BoolVar(&o.voice, "voice", false, "voice turns (not measured here yet: see the voice benchmarks in pipeline/voice and room)")
+	flag.BoolVar(&o.voice, "voice", false, "spoken turns: each user speaks espeak-ng questions on its microphone track and listens to the bot's; the speech servers run as a process of their own")
+	flag.StringVar(&o.sttTransport, "stt-transport", "realtime", "with -voice: how the bot reaches the recogniser, realtime (WebSocket) or http")
+	flag.IntVar(&o.interruptEvery, "interrupt-every", 3, "with -voice: every so many turns a user talks over the answer (0: never)")
+	flag.BoolVar(&o.keep, "keep", false, "with -voice: keep the run's folder, with the bot's and the speech servers' logs, and say where")
+	flag.DurationVar(&o.voiceCycle, "voice-spread", 20*time.Second, "with -voice: the users' first questions spread over this long")
 	flag.DurationVar(&o.think, "think", 2*time.Second, "a user's pause between reading an answer and asking again")
 	flag.StringVar(&o.start, "start", "uniform", "uniform: the first questions spread over one whole turn and pause, so that the users' turns are evenly out of step; pause: spread over one pause only, so that most users' turns run at the same time (the peak load)")
 	flag.DurationVar(&o.turnTimeout, "turn-timeout", 60*time.Second, "a turn without its final sentence by then failed")
@@ -82,13 +102,24 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench: -start is uniform or pause")
 		os.Exit(2)
 	}
-	if o.voice {
-		fmt.Fprintln(os.Stderr, "bench: -voice: spoken turns are not measured by this command yet; go test -bench . ./pipeline/voice ./room measures the voice path")
+	switch {
+	case len(o.ns) == 0:
+		o.ns = []int{50}
+		if o.voice {
+			o.ns = []int{10}
+		}
+	case len(o.ns) > 1 && !o.voice:
+		fmt.Fprintln(os.Stderr, "bench: a list of sizes is for -voice; run the text benchmark once per size")
 		os.Exit(2)
 	}
+	o.n = o.ns[0]
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, o); err != nil {
+	runner := run
+	if o.voice {
+		runner = runVoice
+	}
+	if err := runner(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -121,15 +152,9 @@ func run(ctx context.Context, o options) error {
 	}
 	defer os.RemoveAll(dir)
 
-	// The bot binary, built as it ships.
-	bot := o.bot
-	if bot == "" {
-		bot = filepath.Join(dir, "alicia")
-		build := exec.CommandContext(ctx, "go", "build", "-o", bot, "./cmd/alicia")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			return fmt.Errorf("build alicia: %w", err)
-		}
+	bot, err := botBinary(ctx, o, dir)
+	if err != nil {
+		return err
 	}
 
 	lk, err := lkserver.StartFresh(dir)
@@ -207,38 +232,16 @@ func run(ctx context.Context, o options) error {
 		return ctx.Err()
 	}
 	fmt.Fprintf(os.Stderr, "bench: %d users joining (%d at a time)...\n", o.n, o.joinParallel)
-	users := make([]*user, o.n)
-	joinErrs := make([]error, o.n)
-	sem := make(chan struct{}, o.joinParallel)
-	var wg sync.WaitGroup
 	joinStart := time.Now()
-	for i := range users {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			users[i], joinErrs[i] = join(ctx, api, secret, fmt.Sprintf("user%04d", i), features)
-		}()
-	}
-	wg.Wait()
+	joined, joinFailures := joinAll(o.n, o.joinParallel, func(i int) (*user, error) {
+		return join(ctx, api, secret, fmt.Sprintf("user%04d", i), features)
+	})
 	joinTook := time.Since(joinStart)
 	defer func() {
-		for _, u := range users {
-			if u != nil {
-				u.room.Disconnect()
-			}
+		for _, u := range joined {
+			u.room.Disconnect()
 		}
 	}()
-	var joined []*user
-	var joinFailures []string
-	for i, u := range users {
-		if u != nil {
-			joined = append(joined, u)
-		} else {
-			joinFailures = append(joinFailures, joinErrs[i].Error())
-		}
-	}
 	if len(joined) == 0 {
 		return fmt.Errorf("no user joined: %v", joinFailures[0])
 	}
@@ -270,6 +273,7 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	results := make([][]turnResult, len(joined))
+	var wg sync.WaitGroup
 	turnStart := time.Now()
 	for i, u := range joined {
 		wg.Add(1)
@@ -319,6 +323,47 @@ func run(ctx context.Context, o options) error {
 		cpu: cpu1 - cpu0, lkCPU: lkCPU1 - lkCPU0, selfCPU: selfCPU1 - selfCPU0, rss0: rss0, rss1: rss1, rssPeak: rssPeak, rows: rows1 - rows0, dbOn: db != nil, turnWall: turnWall, joinTook: joinTook, spread: cycle}
 	rep.print(os.Stdout)
 	return nil
+}
+
+// joinAll joins n users, parallel at a time, and returns those who
+// joined and why the others did not.
+func joinAll[U any](n, parallel int, join func(i int) (U, error)) (joined []U, failures []string) {
+	users := make([]U, n)
+	errs := make([]error, n)
+	sem := make(chan struct{}, parallel)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			users[i], errs[i] = join(i)
+		}()
+	}
+	wg.Wait()
+	for i, u := range users {
+		if errs[i] != nil {
+			failures = append(failures, errs[i].Error())
+		} else {
+			joined = append(joined, u)
+		}
+	}
+	return joined, failures
+}
+
+// botBinary is the bot binary, built as it ships unless -bot names one.
+func botBinary(ctx context.Context, o options, dir string) (string, error) {
+	if o.bot != "" {
+		return o.bot, nil
+	}
+	bot := filepath.Join(dir, "alicia")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bot, "./cmd/alicia")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("build alicia: %w", err)
+	}
+	return bot, nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

@@ -12,7 +12,15 @@ const clockTicks = 100
 
 // procCPU is the CPU time (user + system) a process has used, in seconds,
 // from /proc/<pid>/stat.
-func procCPU(pid int) (float64, error) {
+func procCPU(pid int) (float64, error) { return statCPU(pid, 2) }
+
+// procTreeCPU is procCPU with that of the children the process has
+// waited for: the speech servers run an engine process per request.
+func procTreeCPU(pid int) (float64, error) { return statCPU(pid, 4) }
+
+// statCPU sums the first n CPU-time fields of /proc/<pid>/stat: utime,
+// stime, cutime, cstime.
+func statCPU(pid, n int) (float64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
@@ -20,15 +28,18 @@ func procCPU(pid int) (float64, error) {
 	// The command name may hold spaces; the fields count from after it.
 	s := string(b)
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(fields) < 13 {
+	if len(fields) < 11+n {
 		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(fields))
 	}
-	utime, err1 := strconv.ParseFloat(fields[11], 64)
-	stime, err2 := strconv.ParseFloat(fields[12], 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: %v %v", pid, err1, err2)
+	var sum float64
+	for _, f := range fields[11 : 11+n] {
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		sum += v
 	}
-	return (utime + stime) / clockTicks, nil
+	return sum / clockTicks, nil
 }
 
 // procRSS is a process's resident set in bytes, from /proc/<pid>/status.

@@ -140,6 +140,14 @@ const (
 	EventFinish
 	// EventError: the turn failed; Err is an *Error. Always last.
 	EventError
+	// EventRetract: the answer text this response streamed so far (Text,
+	// its EventText deltas since the response began or since the last
+	// EventRetract) was reasoning: a bare </think> just ended it, so the
+	// model's template had opened <think> in the prompt where the client
+	// expected it not to. Take it back from the answer; the same text
+	// follows as EventReasoning unless the server had delivered the
+	// reasoning in a reasoning field already.
+	EventRetract
 )
 
 func (k EventKind) String() string {
@@ -160,6 +168,8 @@ func (k EventKind) String() string {
 		return "finish"
 	case EventError:
 		return "error"
+	case EventRetract:
+		return "retract"
 	}
 	return fmt.Sprintf("EventKind(%d)", k)
 }
@@ -195,7 +205,7 @@ type Event struct {
 
 func (e Event) String() string {
 	switch e.Kind {
-	case EventReasoning, EventText:
+	case EventReasoning, EventText, EventRetract:
 		return fmt.Sprintf("%s %q", e.Kind, e.Text)
 	case EventReasoningEnd:
 		return fmt.Sprintf("%s %s", e.Kind, e.MessageID)

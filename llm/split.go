@@ -33,7 +33,9 @@ const (
 	pieceText
 	pieceToolCall
 	// pieceOpenTag: content opened <think> itself, so the template did
-	// not (pieces of this kind and the next carry no text).
+	// not (pieces of this kind and the next carry no text). Also given
+	// when content was taken to start inside the thinking and opens it
+	// before any word.
 	pieceOpenTag
 	// pieceBareClose: </think> in answer text with no <think> before it:
 	// the template opened the thinking, and what came before was reasoning.
@@ -58,6 +60,9 @@ type splitter struct {
 	hold          string
 	tool          strings.Builder
 	fed           bool
+	// worded: a word has been emitted, so a <think> is no longer the
+	// first thing the model wrote.
+	worded bool
 }
 
 func (s *splitter) feed(text string, out []piece) []piece {
@@ -115,7 +120,7 @@ func (s *splitter) onTag(tag string, out []piece) []piece {
 	switch tag {
 	case tagThink:
 		if !s.reasoningOnly {
-			if s.mode == modeAnswer {
+			if s.mode == modeAnswer || s.mode == modeReasoning && !s.worded {
 				out = append(out, piece{kind: pieceOpenTag})
 			}
 			s.mode = modeReasoning
@@ -149,6 +154,9 @@ func (s *splitter) onTag(tag string, out []piece) []piece {
 func (s *splitter) emit(text string, out []piece) []piece {
 	if text == "" {
 		return out
+	}
+	if !s.worded && strings.TrimSpace(text) != "" {
+		s.worded = true
 	}
 	switch s.mode {
 	case modeToolCall:

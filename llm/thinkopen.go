@@ -24,10 +24,17 @@ const (
 
 // modelKnowledge is what a client knows of its model's template, shared by
 // its turns: configuration or the model's name decide it, else the backend
-// is asked once, else the first turn that shows a tag teaches it.
+// is asked once, else the first turn that shows a tag teaches it. Turns
+// keep teaching: a model name is not one model behind a router or a
+// gateway alias that serves two deployments, so what the last turn showed
+// wins over what was believed before.
 type modelKnowledge struct {
 	state  atomic.Int32
 	probed atomic.Bool
+	// seen is the template the turns last showed; mixed says they have
+	// shown both under this name.
+	seen  atomic.Int32
+	mixed atomic.Bool
 	// probe asks the backend what model it serves; nil where the backend
 	// cannot say (AG-UI).
 	probe func(ctx context.Context) int32
@@ -46,15 +53,37 @@ func newModelKnowledge(forcedOpen bool, model string, probe func(ctx context.Con
 
 func (k *modelKnowledge) get() int32 { return k.state.Load() }
 
-// learn records what a turn saw; an unknown model only, so that a
-// configured answer is never overruled, except that a bare </think> is
-// proof whatever was believed.
-func (k *modelKnowledge) learn(v int32) {
-	if v == thinkOpens {
-		k.state.Store(v)
-		return
+// assume is what a new turn takes the template to be. For a name that has
+// shown both templates, the choice that is right whichever comes: with
+// thinking on, both write a tag before any answer (the hybrid an opening
+// <think>, which reasoning mode drops, the other a closing one), so
+// content starts as reasoning; with thinking off the hybrid writes a bare
+// answer, which must stream, and a Thinking-2507 model's reasoning read as
+// answer is retracted at its </think>.
+func (k *modelKnowledge) assume(thinking bool) int32 {
+	if k.mixed.Load() {
+		if thinking {
+			return thinkOpens
+		}
+		return thinkPlain
 	}
+	return k.get()
+}
+
+// believe records what the backend said of its model: an unknown model
+// only, so that a configured answer is never overruled by it.
+func (k *modelKnowledge) believe(v int32) {
 	k.state.CompareAndSwap(thinkUnknown, v)
+}
+
+// observe records the template a turn showed: an inline <think> or a
+// whole answer without tags (plain), or a bare </think> (opens). It
+// replaces whatever was believed.
+func (k *modelKnowledge) observe(v int32) {
+	if prev := k.seen.Swap(v); prev != thinkUnknown && prev != v {
+		k.mixed.Store(true)
+	}
+	k.state.Store(v)
 }
 
 // ensure asks the backend once, on the first turn that needs it. A turn
@@ -66,7 +95,7 @@ func (k *modelKnowledge) ensure(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	if v := k.probe(ctx); v != thinkUnknown {
-		k.learn(v)
+		k.believe(v)
 	}
 }
 

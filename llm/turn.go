@@ -38,6 +38,9 @@ type turn struct {
 	heldAnswer strings.Builder
 
 	answerStarted bool
+	// said is the answer text given out since the response began or the
+	// last retraction: what a bare </think> takes back.
+	said strings.Builder
 	// reasoningOut: reasoning went out and nothing has ended it yet;
 	// reasoningID is its message.
 	reasoningOut bool
@@ -51,7 +54,7 @@ type turn struct {
 func newTurn(req *Request, know *modelKnowledge) *turn {
 	t := &turn{thinking: req.Thinking, know: know}
 	t.reasoning.reasoningOnly = true
-	switch know.get() {
+	switch know.assume(req.Thinking) {
 	case thinkOpens:
 		// Qwen3 Thinking-2507 and Qwen3.5 templates open <think> in
 		// the prompt, so raw output has only the closing tag.
@@ -85,6 +88,7 @@ func (t *turn) decide(wasReasoning bool) {
 		t.answerStarted = false
 		return
 	}
+	t.said.WriteString(held)
 	t.pending = append(t.pending, Event{Kind: EventText, Text: held})
 }
 
@@ -141,13 +145,17 @@ func (t *turn) apply(pieces []piece, messageID string, fromField bool) {
 		case pieceToolCall:
 			t.toolCall(p.call)
 		case pieceOpenTag:
-			t.know.learn(thinkPlain)
+			t.know.observe(thinkPlain)
 			t.decide(false)
 		case pieceBareClose:
-			// Proof that the template opens the thinking, whatever the
-			// model's name or the backend said: remembered from now on.
-			t.know.learn(thinkOpens)
-			t.decide(true)
+			// Proof that the template opened the thinking this time,
+			// whatever the model's name, the backend or earlier turns said.
+			t.know.observe(thinkOpens)
+			if t.tentative {
+				t.decide(true)
+			} else {
+				t.retract()
+			}
 		}
 	}
 }
@@ -173,7 +181,27 @@ func (t *turn) text(s string) {
 		t.heldAnswer.WriteString(s)
 		return
 	}
+	t.said.WriteString(s)
 	t.pending = append(t.pending, Event{Kind: EventText, Text: s})
+}
+
+// retract takes back the answer given out so far: it was reasoning,
+// streamed before the bare </think> that proves it. Only this path pays
+// for the mistake; an answer without the tag streams as it comes.
+func (t *turn) retract() {
+	// The real answer starts after </think>, with its own "\n\n".
+	t.answerStarted = false
+	if t.said.Len() == 0 {
+		return
+	}
+	said := t.said.String()
+	t.said.Reset()
+	t.pending = append(t.pending, Event{Kind: EventRetract, Text: said})
+	if t.sawReasoningField {
+		return // the server gave the reasoning in its field already
+	}
+	t.pending = append(t.pending, Event{Kind: EventReasoning, Text: said})
+	t.reasoningOut, t.reasoningID = true, ""
 }
 
 func (t *turn) reasoningEnd(messageID string) {
@@ -225,7 +253,7 @@ func (t *turn) finish(reason FinishReason) {
 		// A model that opens its thinking in the template always closes
 		// it before it finishes: a whole turn without </think> is an
 		// answer, and this model's template does not open <think>.
-		t.know.learn(thinkPlain)
+		t.know.observe(thinkPlain)
 	}
 	// A turn cut short before any </think> may have been reasoning: it is
 	// not spoken as an answer.

@@ -29,7 +29,9 @@ type Config struct {
 	// ReasoningDefault is the show-reasoning mode of a user who never
 	// chose one (ALICIA_REASONING_DEFAULT; full when unset).
 	ReasoningDefault reasoning.Mode
-	Logger           *slog.Logger
+	// Telemetry hears every turn's timings when it is over (nil: none).
+	Telemetry TurnObserver
+	Logger    *slog.Logger
 }
 
 func (c *Config) withDefaults() {
@@ -359,6 +361,7 @@ func (c *Conversation) startTurn(face Face, sp spec) *Turn {
 		prev.Interrupt(wire.StopAll)
 	}
 	t := newTurn(c.ctx, face, sp, prev)
+	t.observe(c.ID, c.cfg.Telemetry)
 	c.last = t
 	c.mu.Lock()
 	speaker := c.speaker

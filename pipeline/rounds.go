@@ -14,6 +14,10 @@ import (
 type turnHooks struct {
 	// text receives answer text as it streams.
 	text func(delta string)
+	// retract takes back answer text the model streamed before a bare
+	// </think> (the end of the response's text, as given to text): it was
+	// reasoning, and the same text follows as reasoning.
+	retract func(text string)
 	// tools runs one response's calls and returns the tool messages for
 	// the model; end ends the turn instead (calls the client runs after
 	// the turn, as AG-UI does).
@@ -32,7 +36,7 @@ func (cfg *Config) rounds(ctx context.Context, req *llm.Request, chain *reasonin
 		clock = &budgetClock{limit: budget}
 	}
 	for round := 0; ; round++ {
-		calls, thought, said, cut, err := cfg.round(ctx, req, chain, deliver, h.text, clock)
+		calls, thought, said, cut, err := cfg.round(ctx, req, chain, deliver, h, clock)
 		if cut {
 			// The budget is spent: the turn's later rounds answer
 			// without thinking.
@@ -58,8 +62,8 @@ func (cfg *Config) rounds(ctx context.Context, req *llm.Request, chain *reasonin
 // stopped, the chain's last step marked cut short, and the answer asked
 // for at once with the reasoning so far (llm.AnswerNow): that follow-up
 // makes the rest of the round.
-func (cfg *Config) round(ctx context.Context, req *llm.Request, chain *reasoning.Chain, deliver *reasoning.Deliverer, text func(string), clock *budgetClock) (calls []llm.ToolCall, reasoningText, said string, cut bool, err error) {
-	first := cfg.stream(ctx, req, chain, deliver, text, clock)
+func (cfg *Config) round(ctx context.Context, req *llm.Request, chain *reasoning.Chain, deliver *reasoning.Deliverer, h turnHooks, clock *budgetClock) (calls []llm.ToolCall, reasoningText, said string, cut bool, err error) {
+	first := cfg.stream(ctx, req, chain, deliver, h, clock)
 	if !first.cut {
 		return first.calls, first.thought.String(), first.said.String(), false, first.err
 	}
@@ -69,7 +73,7 @@ func (cfg *Config) round(ctx context.Context, req *llm.Request, chain *reasoning
 	cfg.Logger.Info("reasoning budget reached: asking for the answer now",
 		"budget", clock.limit, "thought", clock.spent.Round(time.Millisecond), "tokens", clock.tokens,
 		"follow_up", llm.FollowUpOf(cfg.LLM))
-	rest := cfg.stream(ctx, llm.AnswerNow(req, thought), chain, deliver, text, nil)
+	rest := cfg.stream(ctx, llm.AnswerNow(req, thought), chain, deliver, h, nil)
 	// A model that cannot stop thinking (a re-ask to a Thinking-2507
 	// model) reasons again; that is part of the reasoning it answered from.
 	return rest.calls, thought + rest.thought.String(), rest.said.String(), true, rest.err
@@ -86,7 +90,7 @@ type streamed struct {
 }
 
 // stream reads one model response into the chain and the face.
-func (cfg *Config) stream(ctx context.Context, req *llm.Request, chain *reasoning.Chain, deliver *reasoning.Deliverer, text func(string), clock *budgetClock) *streamed {
+func (cfg *Config) stream(ctx context.Context, req *llm.Request, chain *reasoning.Chain, deliver *reasoning.Deliverer, h turnHooks, clock *budgetClock) *streamed {
 	sctx, stop := context.WithCancel(ctx)
 	defer stop()
 	events := make(chan llm.Event, 64)
@@ -94,6 +98,7 @@ func (cfg *Config) stream(ctx context.Context, req *llm.Request, chain *reasonin
 		// Ends when the stream does, which cancelling sctx brings about;
 		// the loop below reads until then.
 		defer close(events)
+		requestedAt(ctx, time.Now())
 		for ev := range cfg.LLM.Stream(sctx, req) {
 			events <- ev
 		}
@@ -125,6 +130,9 @@ func (cfg *Config) stream(ctx context.Context, req *llm.Request, chain *reasonin
 	poll := time.NewTimer(time.Hour)
 	defer poll.Stop()
 	var pollC <-chan time.Time
+	// Only the first token is timed: a context lookup and the turn's
+	// lock per token would cost every token of every turn.
+	timed := false
 	for {
 		select {
 		case ev, ok := <-events:
@@ -140,6 +148,10 @@ func (cfg *Config) stream(ctx context.Context, req *llm.Request, chain *reasonin
 			}
 			now := time.Now()
 			chain.Feed(ev, now)
+			if !timed && (ev.Text != "" || ev.Kind == llm.EventToolCall) {
+				timed = true
+				tokenAt(ctx, now)
+			}
 			switch ev.Kind {
 			case llm.EventReasoning:
 				out.thought.WriteString(ev.Text)
@@ -151,7 +163,17 @@ func (cfg *Config) stream(ctx context.Context, req *llm.Request, chain *reasonin
 					endThinking(now)
 				}
 				out.said.WriteString(ev.Text)
-				text(ev.Text)
+				h.text(ev.Text)
+			case llm.EventRetract:
+				// What this response said so far was reasoning: the tool
+				// loop's history and the answer lose it, and the reasoning
+				// event that follows gives it to the chain.
+				said := out.said.String()
+				out.said.Reset()
+				out.said.WriteString(strings.TrimSuffix(said, ev.Text))
+				if h.retract != nil {
+					h.retract(ev.Text)
+				}
 			case llm.EventToolCall:
 				endThinking(now)
 				if ev.ToolCall.Result == nil { // an AG-UI agent's own tools ran already

@@ -21,6 +21,10 @@
 //     default within a reasoning budget, so that the answer starts soon).
 //   - Turn.Sentences(ctx) yields the answer's sentences in order as each
 //     completes, and ends with the answer; reasoning never enters it.
+//     Sentence.Retracted() is closed when the answer takes a sentence
+//     back (reasoning streamed as answer before a bare </think>): drop
+//     its audio not played yet, and leave its words out of what was
+//     Heard.
 //   - Turn.Speak() marks speech as playing the turn (call the returned
 //     func when playout ends); Turn.SpeechInterrupted() is closed by
 //     Interrupt(wire.StopSpeech) or Interrupt(wire.StopAll): clear the
@@ -172,7 +176,8 @@ func (c *Conversation) run(t *Turn) {
 	a := newAnswer(c.ID, t, face)
 	endedForTools := false
 	failure := c.cfg.rounds(ctx, req, chain, deliver, turnHooks{
-		text: a.write,
+		text:    a.write,
+		retract: a.retract,
 		tools: func(calls []llm.ToolCall) ([]llm.Message, bool) {
 			if sp.toolsEnd && slices.ContainsFunc(calls, func(call llm.ToolCall) bool { _, ok := clientTools[call.Name]; return ok }) {
 				// The client runs its own tools after the turn, and its

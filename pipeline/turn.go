@@ -18,6 +18,23 @@ type Sentence struct {
 	Text     string
 	// Markdown flags what speech must skip or strip (wire.Markdown*).
 	Markdown []string
+
+	retracted chan struct{}
+}
+
+// Retracted is closed when the answer takes the sentence back: it was
+// reasoning streamed as answer (NoteRetracted). Speech drops what it has
+// not played of it. A sentence that is not a Turn's has none: never
+// closed.
+func (s Sentence) Retracted() <-chan struct{} { return s.retracted }
+
+func (s Sentence) isRetracted() bool {
+	select {
+	case <-s.retracted:
+		return true
+	default:
+		return false
+	}
 }
 
 // HasCode and HasEmphasis read the splitter's markdown flags: code is
@@ -28,7 +45,8 @@ func (s Sentence) HasEmphasis() bool { return slices.Contains(s.Markdown, wire.M
 // Heard is how much of an answer cut short reached the user's ears.
 type Heard struct {
 	// Text is what was played, to the word: the answer as it is kept,
-	// and as the model sees it in later turns.
+	// and as the model sees it in later turns. Speech leaves out the words
+	// of retracted sentences (Sentence.Retracted): they were reasoning.
 	Text string
 	// Played and Total are the answer's audio played and synthesised.
 	Played, Total time.Duration
@@ -65,12 +83,26 @@ type Turn struct {
 	// superseded: a turn on the same message, asked again whole, replaces
 	// this one.
 	superseded bool
+
+	// For the turn's report (Measure, TurnObserver).
+	timing      Timing
+	conv        string
+	observer    TurnObserver
+	holds       int
+	extra       []Timed
+	interrupted bool
+	reported    bool
+	endedAt     time.Time
 }
 
 func newTurn(parent context.Context, face Face, sp spec, prev *Turn) *Turn {
 	t := &Turn{ID: wire.NewID("am"), UserID: sp.user.ID, From: sp.from, face: face, spec: sp, prev: prev,
 		done: make(chan struct{}), grew: make(chan struct{}), hushed: make(chan struct{})}
-	t.ctx, t.cancel = context.WithCancelCause(parent)
+	t.timing.Asked = sp.received
+	if t.timing.Asked.IsZero() {
+		t.timing.Asked = time.Now()
+	}
+	t.ctx, t.cancel = context.WithCancelCause(context.WithValue(parent, turnKey{}, t))
 	return t
 }
 
@@ -134,7 +166,8 @@ func (t *Turn) SpeechInterrupted() <-chan struct{} { return t.hushed }
 
 // Sentences yields the answer's sentences in order as each completes,
 // from the first, and ends with the answer (or when ctx ends). Any number
-// of consumers may read it, each at its own pace.
+// of consumers may read it, each at its own pace. A sentence retracted
+// before a consumer reaches it is skipped.
 func (t *Turn) Sentences(ctx context.Context) iter.Seq[Sentence] {
 	return func(yield func(Sentence) bool) {
 		for i := 0; ; i++ {
@@ -155,6 +188,9 @@ func (t *Turn) Sentences(ctx context.Context) iter.Seq[Sentence] {
 			}
 			s := t.sentences[i]
 			t.mu.Unlock()
+			if s.isRetracted() {
+				continue
+			}
 			if !yield(s) {
 				return
 			}
@@ -189,11 +225,27 @@ func (t *Turn) takeHeard(late func(h Heard)) *Heard {
 }
 
 func (t *Turn) addSentence(s Sentence) {
+	s.retracted = make(chan struct{})
 	t.mu.Lock()
 	t.sentences = append(t.sentences, s)
+	if t.timing.FirstSentence.IsZero() {
+		t.timing.FirstSentence = time.Now()
+	}
 	close(t.grew)
 	t.grew = make(chan struct{})
 	t.mu.Unlock()
+}
+
+// retract takes back the sentences of sequence seq: consumers skip them
+// from now on, and speech drops their audio not played yet.
+func (t *Turn) retract(seq []int32) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range t.sentences {
+		if slices.Contains(seq, s.Sequence) && !s.isRetracted() {
+			close(s.retracted)
+		}
+	}
 }
 
 func (t *Turn) supersede() {
@@ -220,7 +272,12 @@ func (t *Turn) end() {
 	t.mu.Lock()
 	t.ended, t.generated = true, true
 	close(t.grew)
+	r := t.endedLocked(time.Now())
 	t.mu.Unlock()
 	t.cancel(nil)
+	if r != nil {
+		// Before Done: whoever waits for the turn finds it reported.
+		t.observer.TurnEnded(*r)
+	}
 	close(t.done)
 }

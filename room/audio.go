@@ -8,7 +8,6 @@ import (
 
 	"github.com/livekit/media-sdk"
 	"github.com/livekit/protocol/livekit"
-	protoLogger "github.com/livekit/protocol/logger"
 	lksdk "github.com/livekit/server-sdk-go/v2"
 	lkmedia "github.com/livekit/server-sdk-go/v2/pkg/media"
 	"github.com/pion/webrtc/v4"
@@ -16,26 +15,19 @@ import (
 	"github.com/alicia-voice/alicia/pipeline/voice"
 )
 
-// voiceOut is the agent's voice: one Opus track, fed with PCM that
-// server-sdk-go's PCMLocalTrack resamples to 48 kHz, encodes and sends in
-// 20 ms frames on its own clock. It writes silence whenever its queue is
-// empty, so the stream has continuous timestamps, sentences queued back to
-// back play without a gap, and nothing is sent faster than real time.
+// voiceOut is the agent's voice: one Opus track (voiceTrack), which sends
+// what is queued in 20 ms frames on its own clock, so that sentences
+// queued back to back play without a gap and nothing is sent faster than
+// real time.
 type voiceOut struct {
-	track *lkmedia.PCMLocalTrack
+	track *voiceTrack
 	pub   *lksdk.LocalTrackPublication
 	lp    *lksdk.LocalParticipant
 	rate  int
 
 	mu sync.Mutex
-	// playEnd is when everything queued will have played: the queue's
-	// length in time, which PCMLocalTrack does not expose.
-	playEnd time.Time
-	// tail is the end of what the track was given, at least what it has
-	// not played yet: a pause takes the unplayed part back from it.
-	tail []int16
-	// held is what a pause took back and what was written since, played
-	// by Resume.
+	// held is what a pause took back from the track and what was
+	// written since, played by Resume.
 	held   []int16
 	paused bool
 	// resamplers convert other rates to the track's, one per rate, kept
@@ -47,9 +39,10 @@ var _ voice.AudioOut = (*voiceOut)(nil)
 
 // publishVoice publishes the agent's voice track. rate is the rate most
 // audio will come at (the synthesiser's), so that it needs no extra
-// resampling step.
+// resampling step where Opus can encode it as it is.
 func publishVoice(lp *lksdk.LocalParticipant, rate int) (*voiceOut, error) {
-	track, err := lkmedia.NewPCMLocalTrack(rate, 1, protoLogger.GetLogger())
+	rate = voiceRate(rate)
+	track, err := newVoiceTrack(rate)
 	if err != nil {
 		return nil, err
 	}
@@ -89,16 +82,6 @@ func (v *voiceOut) put(samples []int16) error {
 		v.held = append(v.held, samples...)
 		return nil
 	}
-	now := time.Now()
-	if v.playEnd.Before(now) {
-		v.playEnd = now
-	}
-	v.playEnd = v.playEnd.Add(v.duration(len(samples)))
-	v.tail = append(v.tail, samples...)
-	if keep := v.samples(v.playEnd.Sub(now)); len(v.tail) > 2*keep+v.rate {
-		// Trimmed now and then, not at every write.
-		v.tail = append([]int16(nil), v.tail[len(v.tail)-keep:]...)
-	}
 	return v.track.WriteSample(samples)
 }
 
@@ -106,21 +89,15 @@ func (v *voiceOut) duration(n int) time.Duration {
 	return time.Duration(n) * time.Second / time.Duration(v.rate)
 }
 
-func (v *voiceOut) samples(d time.Duration) int { return int(d * time.Duration(v.rate) / time.Second) }
-
-// Pause implements voice.AudioOut: the track's queue is taken back, from
-// where the listener is, and held with whatever is written meanwhile.
+// Pause implements voice.AudioOut: what the track has not sent yet is
+// taken back and held with whatever is written meanwhile.
 func (v *voiceOut) Pause() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.paused {
 		return
 	}
-	n := min(len(v.tail), v.samples(max(0, time.Until(v.playEnd))))
-	v.held = append(append([]int16(nil), v.tail[len(v.tail)-n:]...), v.held...)
-	v.tail = nil
-	v.track.ClearQueue()
-	v.playEnd = time.Now()
+	v.held = append(v.track.take(), v.held...)
 	v.paused = true
 }
 
@@ -145,11 +122,22 @@ func (v *voiceOut) Resume() {
 func (v *voiceOut) Clear() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.track.ClearQueue()
-	v.playEnd = time.Now()
-	v.tail, v.held, v.paused = nil, nil, false
+	v.track.take()
+	v.held, v.paused = nil, false
 	// A resampler may hold a few milliseconds of the old speech.
 	v.resamplers = map[int]media.PCM16Writer{}
+}
+
+// Keep implements voice.AudioOut.
+func (v *voiceOut) Keep(d time.Duration) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n := int(d * time.Duration(v.rate) / time.Second)
+	if v.paused {
+		v.held = v.held[:min(n, len(v.held))]
+		return
+	}
+	v.track.keep(n)
 }
 
 // Queued implements voice.AudioOut: what is queued or held and not
@@ -160,7 +148,7 @@ func (v *voiceOut) Queued() time.Duration {
 	if v.paused {
 		return v.duration(len(v.held))
 	}
-	return max(0, time.Until(v.playEnd))
+	return v.duration(v.track.queued())
 }
 
 // Close unpublishes the track.

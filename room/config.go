@@ -29,6 +29,19 @@ type Config struct {
 	TargetLoad float64 // ALICIA_LIVEKIT_TARGET_LOAD
 	// EmptyTimeout: how long the bot stays once every user has left.
 	EmptyTimeout time.Duration
+	// TokenFailureBurst wrong token secrets from one client address are
+	// answered 401, then one per TokenFailureEvery; the others 429.
+	TokenFailureBurst int           // ALICIA_TOKEN_FAILURE_BURST
+	TokenFailureEvery time.Duration // ALICIA_TOKEN_FAILURE_EVERY
+	// TrustForwardedFor: the token endpoint is behind a proxy that
+	// appends the client's address to X-Forwarded-For. Off, the header is
+	// ignored: any client can write it.
+	TrustForwardedFor bool // ALICIA_TRUST_FORWARDED_FOR
+	// AssumeAfter is how long a client that sent a message but never a
+	// Configuration is asked for one before it is served as a client with
+	// AssumedFeatures.
+	AssumeAfter     time.Duration // ALICIA_ASSUME_CONFIGURATION_AFTER
+	AssumedFeatures []string      // ALICIA_ASSUMED_FEATURES
 }
 
 // Flags registers the configuration's flags on fs. There is no default
@@ -44,7 +57,44 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxSessions, "max-sessions", 500, "conversations this process takes before it reports itself full")
 	fs.Float64Var(&c.TargetLoad, "livekit-target-load", 0.7, "the livekit-server's agents.target_load: the load at which LiveKit stops dispatching")
 	fs.DurationVar(&c.EmptyTimeout, "empty-timeout", 30*time.Second, "how long the bot stays in a room nobody is in")
+	fs.IntVar(&c.TokenFailureBurst, "token-failure-burst", defaultFailureBurst, "wrong token secrets one client address may send before it is throttled")
+	fs.DurationVar(&c.TokenFailureEvery, "token-failure-every", defaultFailureEvery, "a throttled address gets one more try this often")
+	fs.BoolVar(&c.TrustForwardedFor, "trust-forwarded-for", false, "the HTTP API is behind a proxy that appends the client address to X-Forwarded-For")
+	fs.DurationVar(&c.AssumeAfter, "assume-configuration-after", defaultAssumeAfter, "how long a client that talks without a Configuration is asked for one before it is served with -assumed-features")
+	fs.Func("assumed-features", "features assumed for a client that never sent a Configuration, comma-separated (default "+strings.Join(defaultAssumedFeatures, ",")+"; 'none' for none)", func(v string) error {
+		c.AssumedFeatures = splitFeatures(v)
+		if strings.TrimSpace(v) == "none" {
+			c.AssumedFeatures = []string{}
+		}
+		return nil
+	})
 }
+
+const (
+	defaultFailureBurst = 10
+	defaultFailureEvery = time.Second
+	// defaultAssumeAfter: the grace runs from the client's first kept
+	// message, which comes after the greeting, and the greeting goes out
+	// again 1 s after it was first sent (greetAgain), for one that beat
+	// the client's data channel. A client that answers greetings answers
+	// the greeting or that repeat within the grace, with at least a
+	// second for the round trip. The last repeat, 4 s after the greeting,
+	// comes after the grace: it reaches a silent client that missed both.
+	// A client that talked and missed both has been served with the
+	// assumed features by then (and is not greeted again); its
+	// Configuration, whenever it comes, replaces them like any settings
+	// update. A grace long enough for that repeat would hold the first
+	// question of every client that never answers for 4 s or more; one
+	// held 2 s is still answered before a model would have finished
+	// thinking about it.
+	defaultAssumeAfter = 2 * time.Second
+)
+
+// defaultAssumedFeatures are what the specification's clients announce:
+// streamed answers and a panel for reasoning steps, so that a client that
+// spoke the protocol well enough to send a Configuration sees the answer
+// the way it asked for it in most cases.
+var defaultAssumedFeatures = []string{"streaming", "reasoning_steps"}
 
 // wellKnown are secrets published in LiveKit's and Alicia's documentation
 // and examples: a deployment using one is open to anyone.
@@ -59,6 +109,12 @@ func (c *Config) Validate() error {
 	}
 	if c.TargetLoad <= 0 || c.TargetLoad > 1 {
 		return fmt.Errorf("ALICIA_LIVEKIT_TARGET_LOAD must be in (0, 1], not %v", c.TargetLoad)
+	}
+	if c.TokenFailureBurst <= 0 || c.TokenFailureEvery <= 0 {
+		return fmt.Errorf("ALICIA_TOKEN_FAILURE_BURST and ALICIA_TOKEN_FAILURE_EVERY must be positive, not %d and %v", c.TokenFailureBurst, c.TokenFailureEvery)
+	}
+	if c.AssumeAfter <= 0 {
+		return fmt.Errorf("ALICIA_ASSUME_CONFIGURATION_AFTER must be positive, not %v", c.AssumeAfter)
 	}
 	if c.LiveKitURL == "" {
 		return nil // serve starts its own livekit-server with fresh credentials
@@ -86,6 +142,18 @@ func (c *Config) withDefaults() {
 	}
 	if c.AgentName == "" {
 		c.AgentName = "alicia"
+	}
+	if c.TokenFailureBurst <= 0 {
+		c.TokenFailureBurst = defaultFailureBurst
+	}
+	if c.TokenFailureEvery <= 0 {
+		c.TokenFailureEvery = defaultFailureEvery
+	}
+	if c.AssumeAfter <= 0 {
+		c.AssumeAfter = defaultAssumeAfter
+	}
+	if c.AssumedFeatures == nil {
+		c.AssumedFeatures = defaultAssumedFeatures
 	}
 }
 

@@ -16,6 +16,7 @@ func (s *Session) configure(from string, stanza int32, c *wire.Configuration) {
 	s.features[from] = withoutPreference(c.Features)
 	s.tools[from] = slices.Clone(c.Tools)
 	s.known[from] = true
+	s.announced(from)
 	s.ownerMu.Unlock()
 	// What reasoning the user sees is the engine's to decide, from the
 	// client's features.
@@ -80,7 +81,7 @@ func (s *Session) join(identity string) bool {
 
 // leave marks a user gone: out of sync, since the next connection under
 // its identity may announce itself with no join event (a quick rejoin
-// replaces the old connection).
+// replaces the old connection). It runs on the run goroutine.
 func (s *Session) leave(identity string) {
 	s.log.Debug("member left", "identity", identity)
 	s.ownerMu.Lock()
@@ -88,7 +89,12 @@ func (s *Session) leave(identity string) {
 	// The next connection under this identity may be another device:
 	// it says what it can display again.
 	delete(s.known, identity)
+	delete(s.assumed, identity)
 	s.ownerMu.Unlock()
+	// Its grace ends with it: the timer's end is ignored, and the next
+	// device under this identity that talks is asked, and given its own
+	// grace. Called on the run goroutine, which owns asking.
+	delete(s.asking, identity)
 	s.post(func() { s.members[identity] = "" })
 }
 
@@ -104,9 +110,26 @@ func (s *Session) configuration(identity string, reasoningFeatures []string) *wi
 	return &wire.Configuration{ConversationID: s.ID, LastSequenceSeen: last, Features: features}
 }
 
+// assumedConfiguration is the server's Configuration to a client served
+// with assumed features: what is in effect, marked as assumed, and each
+// feature assumed, for a client to see what it was taken for.
+func (s *Session) assumedConfiguration(identity string, reasoningFeatures []string) *wire.Configuration {
+	c := s.configuration(identity, reasoningFeatures)
+	c.Features = append(c.Features, FeatureAssumedConfiguration)
+	for _, f := range s.assumedFeatures {
+		c.Features = append(c.Features, FeatureAssumedPrefix+f)
+	}
+	return c
+}
+
 // greetAgain re-sends the greeting to a user who has not answered it: a
 // greeting sent the instant a user joins can beat the user's data channel
-// and be lost, and the handshake must not depend on who came first.
+// and be lost, and the handshake must not depend on who came first. The
+// first repeat (1 s) falls within the grace of a client that talks
+// before its Configuration (defaultAssumeAfter); the last (4 s after the
+// greeting) is for a client that missed both, and may come after that
+// grace: a client served with assumed features by then is in sync, and
+// not greeted again.
 var greetAgain = []time.Duration{time.Second, 3 * time.Second}
 
 // welcome greets a user who joined, and greets again until the user's
@@ -163,8 +186,11 @@ func (s *Session) welcome(identity string) {
 // that its Configuration is awaited.
 func (s *Session) greeting(identity string) *wire.Configuration {
 	s.ownerMu.Lock()
-	known, features := s.known[identity], s.features[identity]
+	known, features, assumed := s.known[identity], s.features[identity], s.assumed[identity]
 	s.ownerMu.Unlock()
+	if assumed {
+		return s.assumedConfiguration(identity, s.conv.Configure(s.ctx, identity, features))
+	}
 	if known {
 		return s.configuration(identity, s.conv.Configure(s.ctx, identity, features))
 	}

@@ -28,7 +28,8 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	log := a.log.With("room", j.room, "job", j.id)
 	assigned := time.Now()
 	j.conn = a.connTo(j.room)
-	sess := newSession(a.ctx, SessionConfig{ID: j.room, Store: a.store, Open: a.open, Metrics: a.metrics, Logger: a.log}, j.conn)
+	sess := newSession(a.ctx, SessionConfig{ID: j.room, Store: a.store, Open: a.open, Metrics: a.metrics, Logger: a.log,
+		AssumeAfter: a.cfg.AssumeAfter, AssumedFeatures: a.cfg.AssumedFeatures}, j.conn)
 	j.session = sess
 	defer sess.Close()
 

@@ -11,6 +11,7 @@ type Metrics struct {
 	replayed     prometheus.Counter
 	jobs         *prometheus.CounterVec
 	talkOver     *prometheus.CounterVec
+	tokenRefused prometheus.Counter
 }
 
 // NewMetrics registers the room metrics on reg (nil: not exported).
@@ -30,8 +31,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Agent jobs by outcome: accepted, refused, done, failed, handed_over."}, []string{"outcome"}),
 		talkOver: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "alicia", Subsystem: "voice", Name: "talk_over_total",
 			Help: "What users' speech over the agent or to it came to: interruption (the agent stopped), false_interruption (no words; it resumed), unrecognised (speech with no transcript; no turn)."}, []string{"outcome"}),
+		tokenRefused: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "alicia", Subsystem: "room", Name: "token_throttled_total",
+			Help: "POST /v1/token requests refused 429 because their address sent too many wrong secrets."}),
 	}
 	if reg != nil {
+		reg.MustRegister(m.tokenRefused)
 		reg.MustRegister(m.badInput, m.packetsOut, m.streams, m.sendFailures, m.replayed, m.jobs, m.talkOver)
 	}
 	return m

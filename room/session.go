@@ -128,6 +128,20 @@ type Session struct {
 	// asked: users whose attributes were fetched from LiveKit because
 	// their packets came before their arrival. Owned by the run goroutine.
 	asked map[string]bool
+
+	// assumeAfter and assumedFeatures: a client that holds messages
+	// without sending a Configuration for assumeAfter is served as one
+	// that announced assumedFeatures (see assume).
+	assumeAfter     time.Duration
+	assumedFeatures []string
+	// asking: the users whose grace is running, with the number of the
+	// timer that ends it (an older timer's end is ignored). Owned by the
+	// run goroutine.
+	asking    map[string]uint64
+	askingGen uint64
+	// assumed: the users whose features were assumed, not announced.
+	// Under ownerMu.
+	assumed map[string]bool
 }
 
 // Participant attributes a client sets (with setAttributes, or through
@@ -147,6 +161,16 @@ const (
 // capabilities the bot does not know: it must send a Configuration (or set
 // AttrFeatures) before its messages are answered.
 const FeatureAwaitingConfiguration = "awaiting_configuration"
+
+// FeatureAssumedConfiguration marks a server Configuration to a client
+// that never sent one and was then served with the deployment's assumed
+// features, each of which the Configuration also lists as
+// FeatureAssumedPrefix+feature. A Configuration from the client replaces
+// them.
+const (
+	FeatureAssumedConfiguration = "assumed_configuration"
+	FeatureAssumedPrefix        = "assumed:"
+)
 
 // heldMax bounds what one unconfigured user can make the bot keep.
 const heldMax = 64
@@ -171,6 +195,8 @@ type rawPacket struct {
 	attrs map[string]string
 	// text is an lk.chat message (eventChat).
 	text string
+	// gen names the grace timer that ended (eventAssume).
+	gen uint64
 }
 
 type eventKind uint8
@@ -181,6 +207,8 @@ const (
 	eventLeft
 	eventAttributes
 	eventChat
+	// eventAssume: a user's grace for its Configuration ended.
+	eventAssume
 )
 
 // SessionConfig builds a Session.
@@ -190,6 +218,9 @@ type SessionConfig struct {
 	Open    func(id string) Conversation
 	Metrics *Metrics
 	Logger  *slog.Logger
+	// AssumeAfter and AssumedFeatures: see Config.
+	AssumeAfter     time.Duration
+	AssumedFeatures []string
 }
 
 func newSession(parent context.Context, c SessionConfig, out publisher) *Session {
@@ -197,7 +228,14 @@ func newSession(parent context.Context, c SessionConfig, out publisher) *Session
 		metrics: c.Metrics, out: out, inbox: queue.New[rawPacket](),
 		ops: queue.New[func()](), quit: make(chan struct{}), writerDone: make(chan struct{}),
 		seen: map[string]map[int32]uint64{}, members: map[string]string{}, present: map[string]bool{}, features: map[string][]string{}, tools: map[string][]wire.ClientTool{},
-		known: map[string]bool{}, held: map[string][]pipeline.Inbound{}, asked: map[string]bool{}}
+		known: map[string]bool{}, held: map[string][]pipeline.Inbound{}, asked: map[string]bool{},
+		assumeAfter: c.AssumeAfter, assumedFeatures: withoutPreference(c.AssumedFeatures), asking: map[string]uint64{}, assumed: map[string]bool{}}
+	if s.assumeAfter <= 0 {
+		s.assumeAfter = defaultAssumeAfter
+	}
+	if c.AssumedFeatures == nil {
+		s.assumedFeatures = defaultAssumedFeatures
+	}
 	s.speech = &speech{s: s, answers: map[string]*textStream{}}
 	s.ctx, s.stop = context.WithCancel(parent)
 	s.wctx, s.wcancel = context.WithCancel(context.WithoutCancel(parent))

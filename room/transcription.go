@@ -177,5 +177,12 @@ func (v *speech) reconnected() {
 	}
 }
 
+// SpeechProblem implements voice.Room: an ErrorMessage to everyone in the
+// conversation, service unavailable (503), a warning the conversation
+// goes on after (typed messages are still answered).
+func (v *speech) SpeechProblem(_ context.Context, p voice.SpeechProblem) {
+	v.s.Send(wire.NewError(v.s.ID, wire.CodeServiceUnavailable, p.Message))
+}
+
 // Members implements voice.Room.
 func (v *speech) Members() []pipeline.Member { return v.s.Members() }

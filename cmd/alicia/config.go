@@ -7,9 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/peterbourgon/ff/v3"
 
+	"github.com/alicia-voice/alicia/internal/failover"
 	"github.com/alicia-voice/alicia/llm"
 	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/pipeline/voice"
@@ -47,6 +49,9 @@ type serveConfig struct {
 	VoiceThinking string
 	VoiceBudget   pipeline.Budget
 	TypedBudget   pipeline.Budget
+	// CoolOff is how long a failed model, recognition or synthesis server
+	// is skipped; it goes to LLM and Speech.
+	CoolOff time.Duration
 }
 
 func parseServeConfig(args []string, stderr io.Writer) (*serveConfig, error) {
@@ -56,6 +61,7 @@ func parseServeConfig(args []string, stderr io.Writer) (*serveConfig, error) {
 	if err := ff.Parse(fs, args, ff.WithEnvVarPrefix("ALICIA")); err != nil {
 		return nil, err
 	}
+	c.LLM.CoolOff, c.Speech.CoolOff = c.CoolOff, c.CoolOff
 	return c, c.validate()
 }
 
@@ -84,6 +90,7 @@ func (c *serveConfig) flags() *flag.FlagSet {
 	fs.StringVar(&c.VoiceThinking, "voice-thinking", "", "spoken turns: on, off, or budget (reason within -voice-reasoning-budget); empty: budget when -thinking is on, else off")
 	fs.TextVar(&c.VoiceBudget, "voice-reasoning-budget", pipeline.Budget{Duration: pipeline.DefaultReasoningBudget}, "how long (3s) or how many tokens (300tokens) a spoken turn may reason, or both (3s,300tokens); 0: unlimited")
 	fs.TextVar(&c.TypedBudget, "typed-reasoning-budget", pipeline.Budget{}, "the same for typed turns; 0: unlimited")
+	fs.DurationVar(&c.CoolOff, "failover-cool-off", failover.DefaultCoolOff, "how long a model, recognition or synthesis server that failed is skipped for the next in its list; doubles with each failure in a row, up to 5 minutes")
 	fs.VisitAll(func(f *flag.Flag) { f.Usage += " (" + envName(f.Name) + ")" })
 	return fs
 }
@@ -126,6 +133,15 @@ func (c *serveConfig) validate() error {
 	}
 	if len(c.AGUIPath) == 0 || c.AGUIPath[0] != '/' {
 		errs = append(errs, fmt.Errorf("ALICIA_AGUI_PATH must start with /, not %q", c.AGUIPath))
+	}
+	for _, d := range []struct {
+		name string
+		d    time.Duration
+	}{{"ALICIA_FAILOVER_COOL_OFF", c.CoolOff}, {"ALICIA_LLM_FIRST_BYTE_TIMEOUT", c.LLM.FirstByteTimeout},
+		{"ALICIA_STT_FIRST_BYTE_TIMEOUT", c.Speech.STTFirstByte}, {"ALICIA_TTS_FIRST_BYTE_TIMEOUT", c.Speech.TTSFirstByte}} {
+		if d.d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, not %v", d.name, d.d))
+		}
 	}
 	if c.LLM.IdleTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("ALICIA_LLM_IDLE_TIMEOUT must be positive, not %v", c.LLM.IdleTimeout))

@@ -11,21 +11,29 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/alicia-voice/alicia/internal/failover"
 	"github.com/alicia-voice/alicia/room"
 	"github.com/alicia-voice/alicia/storage"
 )
 
 // readiness is what GET /readyz checks: every part a conversation needs
 // right now, each with its own verdict so an operator sees which failed.
+// The model, recognition and synthesis servers are reported, not
+// checked: a server down is skipped for the next, and with every speech
+// server down text still works, so neither makes the process unready.
 type readiness struct {
-	agent *room.Agent
-	store storage.Store
+	agent   *room.Agent
+	store   storage.Store
+	servers []*failover.Pool
 }
 
 type readyReport struct {
 	Ready    bool              `json:"ready"`
 	Checks   map[string]string `json:"checks"`
 	Duration string            `json:"duration"`
+	// Servers says, per kind (llm, stt, tts), which server serves and
+	// which are down.
+	Servers map[string]failover.Status `json:"servers,omitempty"`
 }
 
 func (rd readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -50,12 +58,30 @@ func (rd readiness) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		check("storage_queue", nil)
 	}
+	for _, p := range rd.servers {
+		if rep.Servers == nil {
+			rep.Servers = map[string]failover.Status{}
+		}
+		rep.Servers[p.Kind()] = p.Status()
+	}
 	rep.Duration = time.Since(start).String()
 	w.Header().Set("Content-Type", "application/json")
 	if !rep.Ready {
 		w.WriteHeader(http.StatusServiceUnavailable)
 	}
 	_ = json.NewEncoder(w).Encode(rep)
+}
+
+// poolsOf is the pools of those of vs that serve from one (a stand-in
+// built by hand may not).
+func poolsOf(vs ...any) []*failover.Pool {
+	var out []*failover.Pool
+	for _, v := range vs {
+		if s, ok := v.(failover.Served); ok {
+			out = append(out, s.Servers())
+		}
+	}
+	return out
 }
 
 // runHealth asks a running serve's /readyz, for container health checks:

@@ -96,3 +96,51 @@ func TestReadyURL(t *testing.T) {
 		t.Error("readyURL accepted an address without a port")
 	}
 }
+
+// /readyz says, per kind, which server serves and lists the others; the
+// servers do not decide readiness (text works with speech down, and a
+// model server down is left for the next).
+func TestReadinessReportsServers(t *testing.T) {
+	lk := testenv.StartLiveKit(t)
+	port, err := lkserver.FreePort("tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	t.Setenv("ALICIA_LIVEKIT_URL", lk.URL)
+	t.Setenv("ALICIA_LIVEKIT_API_KEY", lk.APIKey)
+	t.Setenv("ALICIA_LIVEKIT_API_SECRET", lk.APISecret)
+	t.Setenv("ALICIA_HTTP_ADDR", addr)
+	t.Setenv("ALICIA_VOICE", "off")
+	t.Setenv("ALICIA_LLM_URL", "http://127.0.0.1:1/v1, http://user:secret@127.0.0.1:2/v1") // never asked here
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- runServe(ctx, nil, nil, io.Discard, io.Discard) }()
+	defer func() {
+		cancel()
+		<-served
+	}()
+	// Polling a server's answer, not proving an absence.
+	deadline := time.Now().Add(30 * time.Second)
+	var rep readyReport
+	for {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			rep = readyReport{}
+			_ = json.NewDecoder(resp.Body).Decode(&rep)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready: %+v", rep)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	llm := rep.Servers["llm"]
+	if llm.Serving != "http://127.0.0.1:1/v1" || len(llm.Servers) != 2 || llm.Servers[0].State != "serving" || llm.Servers[1].State != "up" ||
+		llm.Servers[1].URL != "http://user:xxxxx@127.0.0.1:2/v1" {
+		t.Fatalf("servers %+v", rep.Servers)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/alicia-voice/alicia/internal/lkserver"
+	"github.com/alicia-voice/alicia/internal/telemetry"
 	"github.com/alicia-voice/alicia/llm"
 	"github.com/alicia-voice/alicia/llm/standin"
 	"github.com/alicia-voice/alicia/pipeline"
@@ -84,6 +85,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	}
 
 	llmCfg := sc.LLM
+	llmCfg.Logger = log
 	if llmCfg.URL == "" {
 		// No model configured: answer with the stand-in, and say so.
 		url, stop, err := startStandin(log)
@@ -99,10 +101,25 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		return err
 	}
 	log.Info("model backend", "backend", llmCfg.Backend, "url", llmCfg.URL, "model", llmCfg.Model, "flavor", llm.FlavorOf(client))
+	servers := poolsOf(client)
+
+	// Turns are traced when the standard OTLP endpoint variables are set;
+	// what is still batched is flushed on the way out.
+	tracing, stopTracing, err := telemetry.Tracing(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		flush, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := stopTracing(flush); err != nil {
+			log.Warn("flushing traces", "err", err)
+		}
+	}()
 
 	policy := sc.thinkingPolicy()
 	pcfg := pipeline.Config{LLM: client, System: sc.SystemPrompt, Thinking: sc.Thinking == "on", ThinkingPolicy: &policy,
-		ReasoningDefault: reasoning.Mode(sc.ReasoningDefault), Logger: log}
+		ReasoningDefault: reasoning.Mode(sc.ReasoningDefault), Telemetry: telemetry.NewTurns(metrics, tracing), Logger: log}
 	engine := pipeline.NewEngine(pcfg, store)
 	agent := room.NewAgent(cfg, store, room.NewMetrics(metrics), func(id string) room.Conversation { return engine.Open(id) }, log)
 	if sc.Voice == "on" {
@@ -115,6 +132,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 		timing.Recognizer, timing.Synthesizer, timing.Language, timing.Voice, timing.Logger = vcfg.Stage.Recognizer, vcfg.Stage.Synthesizer, vcfg.Stage.Language, vcfg.Stage.Voice, vcfg.Stage.Logger
 		vcfg.Stage = timing
 		agent.EnableVoice(vcfg)
+		servers = append(servers, poolsOf(vcfg.Stage.Recognizer, vcfg.Stage.Synthesizer)...)
 	}
 	users := room.BearerIdentity(cfg.APIKey, cfg.APISecret)
 	mux := http.NewServeMux()
@@ -127,7 +145,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	mux.Handle("GET /metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.Handle("GET /", web.Handler())
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.Handle("GET /readyz", readiness{agent: agent, store: store})
+	mux.Handle("GET /readyz", readiness{agent: agent, store: store, servers: servers})
 	mux.Handle("POST /v1/livekit/webhook", agent.WebhookHandler())
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -182,6 +200,7 @@ func envOr(k, d string) string {
 // and says so.
 func voiceConfig(pc voice.ProviderConfig, phrases string, log *slog.Logger) (room.VoiceConfig, func(), error) {
 	stop := func() {}
+	pc.Logger = log
 	if pc.STTURL == "" || pc.TTSURL == "" {
 		sp, err := newSpeechStandin(phrases, log)
 		if err != nil {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,7 +15,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
+
+	"github.com/livekit/protocol/livekit"
+	lksdk "github.com/livekit/server-sdk-go/v2"
 
 	"github.com/alicia-voice/alicia/internal/lkserver"
 	"github.com/alicia-voice/alicia/internal/speechtest"
@@ -761,4 +767,139 @@ func stateAt(samples []levelSample, at float64) string {
 		}
 	}
 	return ""
+}
+
+// queuedScript types two messages into the page and presses Enter after
+// each while the page waits for its bot, reads the conversation, then
+// brings the bot (the token endpoint dispatches one to a room that has a
+// user and no bot) and waits for both answers.
+const queuedScript = `(async () => {
+  const c = window.alicia;
+  const box = document.querySelector('#message');
+  const setValue = Object.getOwnPropertyDescriptor(HTMLTextAreaElement.prototype, 'value').set;
+  const settle = () => new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
+  const typeAndEnter = async (text) => {
+    box.focus();
+    setValue.call(box, text);
+    box.dispatchEvent(new Event('input', { bubbles: true }));
+    await settle();
+    box.dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter', code: 'Enter', bubbles: true, cancelable: true }));
+    await settle();
+  };
+  const turns = () => [...document.querySelectorAll('li.turn')].map((li) => {
+    const u = li.querySelector('[data-testid=user-message]');
+    const a = li.querySelector('[data-testid=answer]');
+    return {
+      text: u.querySelector('p').textContent,
+      queued: u.dataset.queued === 'true',
+      note: u.querySelector('[data-testid=queued]')?.textContent || '',
+      answer: a?.querySelector('[data-testid=answer-text]')?.textContent || '',
+      done: a?.dataset.done === 'true',
+    };
+  });
+  const statusAtEnter = c.state.status;
+  const agentAtEnter = c.agentPresent();
+  await typeAndEnter(%q);
+  const boxAfterEnter = box.value;
+  await typeAndEnter(%q);
+  const queued = turns();
+  const statusQueued = c.state.status;
+  const out = { statusAtEnter, agentAtEnter, boxAfterEnter, queued, statusQueued };
+  if (queued.length === 0) return out;
+  const res = await fetch('/v1/token', {
+    method: 'POST',
+    headers: { Authorization: 'Bearer ' + localStorage.getItem('alicia.key') },
+    body: JSON.stringify({ identity: 'dana-elsewhere', room: c.state.conversationId }),
+  });
+  out.tokenStatus = res.status;
+  const deadline = Date.now() + 60000;
+  while (Date.now() < deadline) {
+    const t = turns();
+    if (t.length === 2 && t.every((x) => x.done)) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  out.answered = turns();
+  return out;
+})()`
+
+// Enter pressed right after joining, before the bot is ready, queues the
+// message visibly and sends it once the bot has greeted the page, in the
+// order typed. The room exists before the page joins it, so joining
+// dispatches no bot: the page is not ready when it is typed into, by
+// construction, until the test brings the bot.
+func TestWebClientQueuesMessagesUntilReady(t *testing.T) {
+	lk := testenv.StartLiveKit(t)
+	url, key := webServer(t, "-livekit-url", lk.URL, "-livekit-api-key", lk.APIKey, "-livekit-api-secret", lk.APISecret)
+	const conv = "conv_web_queued"
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := lksdk.NewRoomServiceClient(lk.URL, lk.APIKey, lk.APISecret).CreateRoom(ctx, &livekit.CreateRoomRequest{Name: conv, EmptyTimeout: 120}); err != nil {
+		t.Fatal(err)
+	}
+	const q1, q2 = "What is a lighthouse?", "And who keeps it?"
+	r := testenv.OpenPage(t, context.Background(), testenv.Page{
+		URL: url + "/",
+		// A returning user: the page joins at once, into conv.
+		LocalStorage: map[string]string{"alicia.key": key, "alicia.name": "dana", "alicia.conversation.dana": strconv.Quote(conv)},
+		WaitFor:      `window.alicia && window.alicia.state.status === 'waiting' && document.querySelector('#message')`,
+		Evaluate:     fmt.Sprintf(queuedScript, q1, q2),
+		Screenshot:   "web-queued.png",
+	})
+	type turn struct {
+		Text, Note, Answer string
+		Queued, Done       bool
+	}
+	var v struct {
+		StatusAtEnter, StatusQueued string
+		AgentAtEnter                bool
+		BoxAfterEnter               string
+		Queued, Answered            []turn
+		TokenStatus                 int
+	}
+	if err := json.Unmarshal(r.Value, &v); err != nil {
+		t.Fatalf("%v: %s", err, r.Value)
+	}
+	if v.StatusAtEnter != "waiting" || v.AgentAtEnter || v.StatusQueued != "waiting" {
+		t.Fatalf("the test typed with the page %q (bot there: %v), then %q; it must not be ready yet", v.StatusAtEnter, v.AgentAtEnter, v.StatusQueued)
+	}
+	if v.BoxAfterEnter != "" {
+		t.Errorf("after Enter the box still holds %q", v.BoxAfterEnter)
+	}
+	if len(v.Queued) != 2 || v.Queued[0].Text != q1 || v.Queued[1].Text != q2 {
+		t.Fatalf("before the bot was ready the conversation shows %+v, want both messages in order", v.Queued)
+	}
+	for _, q := range v.Queued {
+		if !q.Queued || !strings.Contains(q.Note, "when Alicia is ready") || q.Answer != "" {
+			t.Errorf("a message typed before the bot was ready is not shown as waiting: %+v", q)
+		}
+	}
+	if v.TokenStatus != http.StatusOK {
+		t.Fatalf("bringing the bot: POST /v1/token gave %d", v.TokenStatus)
+	}
+	if len(v.Answered) != 2 {
+		t.Fatalf("after the bot came the conversation shows %+v", v.Answered)
+	}
+	for i, q := range []string{q1, q2} {
+		a := v.Answered[i]
+		if a.Text != q || a.Queued || a.Note != "" || !a.Done || words(a.Answer) != defaultAnswer(q) {
+			t.Errorf("turn %d once the bot was ready: %+v", i+1, a)
+		}
+	}
+	// On the wire: the page's Configuration, after the bot's greeting,
+	// then the two messages in the order typed.
+	var sent []string
+	for _, e := range envelopes(t, r.Packets, "out") {
+		switch b := e.Body.(type) {
+		case *wire.Configuration:
+			if len(sent) > 0 {
+				continue // a settings update after the messages
+			}
+			sent = append(sent, "Configuration")
+		case *wire.UserMessage:
+			sent = append(sent, b.Content)
+		}
+	}
+	if !slices.Equal(sent, []string{"Configuration", q1, q2}) {
+		t.Errorf("the page sent %q; want its Configuration, then the messages in order", sent)
+	}
 }

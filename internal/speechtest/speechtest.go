@@ -4,6 +4,7 @@ package speechtest
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"os/exec"
 	"strconv"
@@ -17,28 +18,38 @@ import (
 // pocketsphinx recognises well) and returns it as mono PCM at sampleRate.
 func Render(t testing.TB, text string, rate, sampleRate int) []int16 {
 	t.Helper()
+	pcm, err := Speak(text, rate, sampleRate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pcm
+}
+
+// Speak is Render for a caller that is not a test: the voice benchmark's
+// users.
+func Speak(text string, rate, sampleRate int) ([]int16, error) {
 	for _, bin := range []string{"espeak-ng", "sox"} {
 		if _, err := exec.LookPath(bin); err != nil {
-			t.Fatalf("%s is not installed (Debian packages espeak-ng, sox): %v", bin, err)
+			return nil, fmt.Errorf("%s is not installed (Debian packages espeak-ng, sox): %w", bin, err)
 		}
 	}
 	espeak := exec.Command("espeak-ng", "-s", strconv.Itoa(rate), "--stdout")
 	espeak.Stdin = strings.NewReader(text)
 	raw, err := espeak.Output()
 	if err != nil {
-		t.Fatalf("espeak-ng: %v", err)
+		return nil, fmt.Errorf("espeak-ng: %w", err)
 	}
 	sox := exec.Command("sox", "-V1", "-t", "wav", "-", "-t", "wav", "-r", strconv.Itoa(sampleRate), "-c", "1", "-b", "16", "-")
 	sox.Stdin = bytes.NewReader(raw)
 	conv, err := sox.Output()
 	if err != nil {
-		t.Fatalf("sox: %v", err)
+		return nil, fmt.Errorf("sox: %w", err)
 	}
 	pcm, got, err := voice.DecodeWAV(bytes.NewReader(conv))
 	if err != nil || got != sampleRate {
-		t.Fatalf("decoding rendered speech: rate %d, %v", got, err)
+		return nil, fmt.Errorf("decoding rendered speech: rate %d, %v", got, err)
 	}
-	return pcm
+	return pcm, nil
 }
 
 // Silence is d milliseconds of digital silence.

@@ -290,9 +290,10 @@ type aguiFace struct {
 // implementing one would still compile, and fall back to LiveKit bodies
 // an AG-UI client cannot read.
 var (
-	_ pipeline.Face          = (*aguiFace)(nil)
-	_ pipeline.StepRenderer  = (*aguiFace)(nil)
-	_ pipeline.DeltaRenderer = (*aguiFace)(nil)
+	_ pipeline.Face           = (*aguiFace)(nil)
+	_ pipeline.StepRenderer   = (*aguiFace)(nil)
+	_ pipeline.DeltaRenderer  = (*aguiFace)(nil)
+	_ pipeline.DeltaRetractor = (*aguiFace)(nil)
 )
 
 func (f *aguiFace) Members() []pipeline.Member {
@@ -323,6 +324,22 @@ func (f *aguiFace) Delta(answerID, delta string) {
 		f.emit(events.Event{Type: events.TextMessageStart, MessageID: f.textID, Role: "assistant"})
 	}
 	f.emit(events.Event{Type: events.TextMessageContent, MessageID: f.textID, Delta: delta})
+}
+
+// Retract closes the text message that carried reasoning and names it in
+// a CUSTOM event: AG-UI cannot take streamed text back, so a client that
+// knows the event removes the message (and does not send it back as the
+// assistant's history); the answer continues as a new text message.
+func (f *aguiFace) Retract(string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.textOpen {
+		return
+	}
+	id := f.textID
+	f.closeTextLocked()
+	value, _ := json.Marshal(map[string]string{"messageId": id})
+	f.emit(events.Event{Type: events.Custom, Name: events.CustomTextRetracted, Value: value})
 }
 
 func (f *aguiFace) closeText() {

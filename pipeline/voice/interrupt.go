@@ -15,19 +15,20 @@ import (
 // the television does neither, and the agent picks up where it paused.
 // Each step runs on Run's goroutine, posted by the speaker's listener.
 
-// onset: a speaker's utterance id began.
-func (l *loop) onset(id string) {
+// onset: a speaker's utterance id began, its voice at at.
+func (l *loop) onset(id string, at time.Time) {
 	if l.asked.id != "" && l.thinkingAbout(l.asked.id) {
 		l.addsTo = id
 	}
 	if l.play == nil {
 		return
 	}
-	l.talkOver = id
+	l.talkOver, l.talkOverAt = id, at
 	if l.warmingUp() || l.paused != "" {
 		return
 	}
 	l.s.out.Pause()
+	l.play.bargedIn(at)
 	l.paused = id
 	l.stopResume()
 }
@@ -50,16 +51,21 @@ func (l *loop) interrupt(id string) {
 	}
 	l.s.cfg.Logger.Info("voice: barge-in; the agent stops speaking")
 	l.s.cfg.Observer.Interrupted()
+	if l.paused == "" {
+		// Not paused at its onset (the echo warm-up): the agent goes quiet
+		// now.
+		l.play.bargedIn(l.talkOverAt)
+	}
 	l.stop(wire.StopAll)
 }
 
-// speechEnded: the utterance's voice ended at; if it paused the agent,
+// speechEnded: the utterance's voice ended; if it paused the agent,
 // the agent resumes unless a word comes within FalseInterruption.
-func (l *loop) speechEnded(id string, at time.Time) {
+func (l *loop) speechEnded(id string, heard heardAt) {
 	if len(l.ended) >= 16 {
 		clear(l.ended) // utterances that never became turns
 	}
-	l.ended[id] = at
+	l.ended[id] = heard
 	if l.paused != id {
 		return
 	}
@@ -83,8 +89,13 @@ type question struct{ id, speaker, text string }
 // ("…in Paris, I mean") asks the whole question again under the same
 // message, so that the turn thinking about half of it is superseded
 // instead of both being answered.
-func (l *loop) recognised(id, speaker, text string) question {
+func (l *loop) recognised(id, speaker, text string, at time.Time) question {
 	over := l.talkOver == id && l.play != nil
+	heard, ok := l.ended[id]
+	if ok {
+		heard.transcript = at
+		l.ended[id] = heard
+	}
 	if text == "" {
 		l.s.cfg.Observer.Unrecognised()
 	}
@@ -101,6 +112,11 @@ func (l *loop) recognised(id, speaker, text string) question {
 	q := question{id: id, speaker: speaker, text: text}
 	if last := l.asked; l.addsTo == id && last.speaker == speaker {
 		q.id, q.text = last.id, last.text+" "+text
+		if ok {
+			// The whole question ended with this utterance.
+			delete(l.ended, id)
+			l.ended[q.id] = heard
+		}
 	}
 	if over {
 		l.interrupt(id)

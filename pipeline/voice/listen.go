@@ -13,9 +13,16 @@ import (
 // Input is one speaker's audio into the stage, 16 kHz mono.
 type Input struct {
 	mu     sync.Mutex
-	ch     chan []int16
+	ch     chan chunk
 	closed bool
 	drops  int
+}
+
+// chunk is audio as written, with when it came: the end of the user's
+// speech is timed by its arrival, not by when the stage got to it.
+type chunk struct {
+	pcm []int16
+	at  time.Time
 }
 
 // Write queues samples; it never blocks the media goroutine that calls
@@ -28,7 +35,7 @@ func (in *Input) Write(samples []int16) error {
 		return nil // the SDK flushes its resampler after closing its writer
 	}
 	select {
-	case in.ch <- append([]int16(nil), samples...):
+	case in.ch <- chunk{append([]int16(nil), samples...), time.Now()}:
 	default:
 		in.drops++
 	}
@@ -50,7 +57,7 @@ func (in *Input) Close() error {
 // (or Run ending) stops listening. It never waits, so that an SDK
 // callback may call it.
 func (s *Stage) Listen(speaker, trackID string) *Input {
-	in := &Input{ch: make(chan []int16, 1000)}
+	in := &Input{ch: make(chan chunk, 1000)}
 	select {
 	case <-s.done:
 		in.Close()
@@ -73,6 +80,8 @@ type utterance struct {
 	id    string
 	audio []int16
 	text  *string
+	// recognised is when text came.
+	recognised time.Time
 }
 
 // interim is an interim recognition of the utterance id.
@@ -144,7 +153,7 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 			case RecognizeFinal:
 				delete(rt.utterances, ev.Utterance)
 				text := ev.Text
-				finished.Push(utterance{id: u.id, text: &text}, 0)
+				finished.Push(utterance{id: u.id, text: &text, recognised: time.Now()}, 0)
 			case RecognizeError:
 				// Recognised over HTTP instead, from the audio kept for it.
 				delete(rt.utterances, ev.Utterance)
@@ -160,11 +169,11 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 					s.post(func(l *loop) { l.words(r.id) })
 				}
 			}
-		case pcm, ok := <-in.ch:
+		case c, ok := <-in.ch:
 			if !ok {
 				return
 			}
-			for _, fr := range f.Write(pcm) {
+			for _, fr := range f.Write(c.pcm) {
 				evs, err := e.Push(fr)
 				if err != nil {
 					log.Error("voice: VAD failed", "err", err)
@@ -174,15 +183,17 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 					switch ev.Kind {
 					case SpeechStarted:
 						id, interrupts, sinceInter = wire.NewID("msg"), false, 0
-						uid := id
-						s.post(func(l *loop) { l.onset(uid) })
+						uid, at := id, c.at.Add(-ev.Speech)
+						s.post(func(l *loop) { l.onset(uid, at) })
 						rt.start(uid, e.Utterance())
 					case SpeechEnded:
-						uid, at := id, time.Now().Add(-ev.Trailing)
+						uid, heard := id, heardAt{speechEnd: c.at.Add(-ev.Trailing), silent: c.at, endpointed: time.Now()}
+						// Posted first, so that the loop knows of the end
+						// before the transcript.
+						s.post(func(l *loop) { l.speechEnded(uid, heard) })
 						if !rt.commit(fr, ev.Audio) {
 							finished.Push(utterance{id: uid, audio: ev.Audio}, 0)
 						}
-						s.post(func(l *loop) { l.speechEnded(uid, at) })
 						id = ""
 					}
 				}
@@ -244,20 +255,23 @@ func (s *Stage) recognition(ctx context.Context, log *slog.Logger, finished *que
 func (s *Stage) finish(ctx context.Context, log *slog.Logger, u utterance, speaker, trackID string) {
 	var text string
 	var err error
+	at := u.recognised
 	if u.text != nil {
 		text = *u.text
 	} else {
 		text, err = s.recognise(ctx, u.audio, func(partial string) {
 			s.room.Transcript(ctx, Transcript{ID: u.id, Speaker: speaker, TrackID: trackID, Text: partial})
 		})
+		at = time.Now()
 	}
 	if err != nil {
 		// Treated as silence, so that a paused agent resumes.
 		log.Warn("voice: recognition failed; the utterance is lost", "err", err)
+		s.speechFailed(ctx, "stt", err)
 		text = ""
 	}
 	var q question
-	if !s.do(ctx, func(l *loop) { q = l.recognised(u.id, speaker, text) }) || q.id == "" {
+	if !s.do(ctx, func(l *loop) { q = l.recognised(u.id, speaker, text, at) }) || q.id == "" {
 		if text == "" && err == nil {
 			log.Info("voice: speech with no transcript; no turn", "seconds", float64(len(u.audio))/InputRate)
 		}

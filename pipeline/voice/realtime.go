@@ -13,6 +13,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/alicia-voice/alicia/internal/failover"
 	"github.com/alicia-voice/alicia/internal/queue"
 )
 
@@ -54,7 +55,13 @@ type RealtimeRecognizer struct {
 	// Dialer defaults to websocket.DefaultDialer.
 	Dialer *websocket.Dialer
 	Logger *slog.Logger
+
+	servers servers
 }
+
+// Servers is the pool the recogniser serves from: ProviderConfig's
+// servers, or URL alone.
+func (r *RealtimeRecognizer) Servers() *failover.Pool { return r.servers.get("stt", r.URL, r.Logger) }
 
 const (
 	// RealtimeRate is the only rate of the protocol's pcm16 (mono,
@@ -143,7 +150,21 @@ func (r *RealtimeRecognizer) Open(ctx context.Context) (*RealtimeStream, error) 
 }
 
 func (r *RealtimeRecognizer) open(ctx context.Context, rate int, language, prompt string) (*RealtimeStream, error) {
-	endpoint, err := r.endpoint()
+	var s *RealtimeStream
+	err := r.Servers().Do(ctx, func(ctx context.Context, a failover.Attempt) error {
+		var err error
+		s, err = r.openOn(ctx, a, rate, language, prompt)
+		return err
+	})
+	return s, err
+}
+
+// openOn opens a session on one server. Nothing is transcribed before
+// the session is set up, so any failure to set it up (but the caller's
+// cancellation) is the server's: Down, and the next server is asked. Set
+// up within the attempt's first-byte timeout, or realtimeSetup.
+func (r *RealtimeRecognizer) openOn(ctx context.Context, a failover.Attempt, rate int, language, prompt string) (*RealtimeStream, error) {
+	endpoint, err := r.endpoint(a.Server)
 	if err != nil {
 		return nil, sttErr(ErrConnect, err.Error(), err)
 	}
@@ -155,14 +176,18 @@ func (r *RealtimeRecognizer) open(ctx context.Context, rate int, language, promp
 	if dialer == nil {
 		dialer = websocket.DefaultDialer
 	}
-	setup, cancel := context.WithTimeout(ctx, realtimeSetup)
+	limit := realtimeSetup
+	if a.FirstByte > 0 {
+		limit = min(limit, a.FirstByte)
+	}
+	setup, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
 	conn, resp, err := dialer.DialContext(setup, endpoint, header)
 	if err != nil {
 		if resp != nil && resp.StatusCode/100 != 2 && resp.StatusCode != http.StatusSwitchingProtocols {
-			return nil, httpErr("stt", resp)
+			return nil, statusErr(httpErr("stt", resp))
 		}
-		return nil, setupErr(ctx, setup, err)
+		return nil, setupErr(ctx, setup, limit, err)
 	}
 	conn.SetReadLimit(realtimeMessage)
 	log := r.Logger
@@ -177,7 +202,7 @@ func (r *RealtimeRecognizer) open(ctx context.Context, rate int, language, promp
 	}
 	if err := s.handshake(setup, r.Model, language, prompt); err != nil {
 		_ = conn.Close()
-		return nil, setupErr(ctx, setup, err)
+		return nil, setupErr(ctx, setup, limit, err)
 	}
 	s.wg.Add(2)
 	go s.read()
@@ -188,23 +213,23 @@ func (r *RealtimeRecognizer) open(ctx context.Context, rate int, language, promp
 	return s, nil
 }
 
-// setupErr says why Open failed: the caller's context, the set-up's own
-// time limit, or the server.
-func setupErr(ctx, setup context.Context, err error) error {
+// setupErr says why a session could not be set up: the caller's context
+// (not the server's fault), or the server, in time or not (Down).
+func setupErr(ctx, setup context.Context, limit time.Duration, err error) error {
 	var e *Error
 	switch {
 	case ctx.Err() != nil:
 		return &Error{Service: "stt", Kind: ErrCancelled, cause: ctx.Err()}
 	case setup.Err() != nil:
-		return sttErr(ErrConnect, fmt.Sprintf("no transcription session within %v", realtimeSetup), err)
+		return failover.Down(sttErr(ErrConnect, fmt.Sprintf("no transcription session within %v", limit), err))
 	case errors.As(err, &e):
-		return e
+		return failover.Down(e)
 	}
-	return sttErr(ErrConnect, err.Error(), err)
+	return failover.Down(sttErr(ErrConnect, err.Error(), err))
 }
 
-func (r *RealtimeRecognizer) endpoint() (string, error) {
-	u, err := url.Parse(strings.TrimSuffix(r.URL, "/"))
+func (r *RealtimeRecognizer) endpoint(base string) (string, error) {
+	u, err := url.Parse(strings.TrimSuffix(base, "/"))
 	if err != nil {
 		return "", err
 	}
@@ -215,7 +240,7 @@ func (r *RealtimeRecognizer) endpoint() (string, error) {
 		u.Scheme = "wss"
 	case "ws", "wss":
 	default:
-		return "", fmt.Errorf("the recogniser's URL %q is not http(s) or ws(s)", r.URL)
+		return "", fmt.Errorf("the recogniser's URL %q is not http(s) or ws(s)", base)
 	}
 	if !strings.HasSuffix(u.Path, "/realtime") {
 		u.Path += "/realtime"

@@ -24,6 +24,11 @@ type playback struct {
 	// cue plays until the answer's first audio (nil when none plays).
 	cue      cueSource
 	answered bool
+	// times is what the turn took, for its report; cut says the stage
+	// stopped the answer. report is the turn's Measure.
+	times  turnTimes
+	cut    bool
+	report func(interrupted bool, stages ...pipeline.Timed)
 }
 
 // spokenSentence is one sentence's audio in the answer, and its words
@@ -38,10 +43,15 @@ type spokenSentence struct {
 	start, end time.Duration
 	done       bool
 	released   int // words gone out as transcript
+	// retracted is closed when the answer takes the sentence back
+	// (pipeline.Sentence.Retracted); cut says its audio not played was
+	// dropped for it.
+	retracted <-chan struct{}
+	cut       bool
 }
 
-func newSpokenSentence(text string, start time.Duration) spokenSentence {
-	s := spokenSentence{words: strings.Fields(text), start: start, end: start}
+func newSpokenSentence(text string, start time.Duration, retracted <-chan struct{}) spokenSentence {
+	s := spokenSentence{words: strings.Fields(text), start: start, end: start, retracted: retracted}
 	total := 0
 	for _, w := range s.words {
 		total += syllables(w)
@@ -52,6 +62,46 @@ func newSpokenSentence(text string, start time.Duration) spokenSentence {
 		n += syllables(w)
 	}
 	return s
+}
+
+// closed reports whether ch is closed; a nil ch never is.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// dropRetracted drops the audio not played yet of the sentences the
+// answer took back: they were reasoning, and the model streams faster
+// than speech plays, so seconds of it may be queued. A retraction takes
+// back the answer's end, so their audio is the end of the queue. What
+// was heard stays heard, in the transcript too. Called with mu held.
+func (p *playback) dropRetracted(ctx context.Context, s *Stage) {
+	first := len(p.spoken)
+	for first > 0 && !p.spoken[first-1].cut && closed(p.spoken[first-1].retracted) {
+		first--
+	}
+	// Once the answer is stopped its audio is someone else's to clear.
+	if first == len(p.spoken) || ctx.Err() != nil {
+		return
+	}
+	played := p.playedLocked(s.out)
+	from := p.spoken[first].start
+	s.out.Keep(max(0, from-played))
+	p.written = max(from, played)
+	for i := first; i < len(p.spoken); i++ {
+		sp := &p.spoken[i]
+		if sp.released == 0 {
+			p.spoken = p.spoken[:i]
+			break
+		}
+		// Begun before the retraction: its words heard stay released.
+		sp.words, sp.at = sp.words[:sp.released], sp.at[:sp.released]
+		sp.end, sp.done, sp.cut = max(sp.start, min(sp.end, played)), true, true
+	}
 }
 
 // syllableRate is how fast synthesised speech says syllables, for a
@@ -104,6 +154,10 @@ func (p *playback) playedLocked(out AudioOut) time.Duration {
 // interrupt clears the queued audio and says how much was heard, to the
 // word: a word counts when the user heard most of it.
 func (p *playback) interrupt(out AudioOut) pipeline.Heard {
+	// Marked before the cancel that ends play, whose report says so.
+	p.mu.Lock()
+	p.cut = true
+	p.mu.Unlock()
 	p.cancel()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -119,7 +173,10 @@ func (p *playback) interrupt(out AudioOut) pipeline.Heard {
 				h.Text = strings.Join(words, " ")
 				return h
 			}
-			words = append(words, s.words[k])
+			if !closed(s.retracted) {
+				// A retracted sentence was reasoning: not the answer heard.
+				words = append(words, s.words[k])
+			}
 		}
 	}
 	h.Text = strings.Join(words, " ")
@@ -210,12 +267,39 @@ func (s *Stage) play(ctx context.Context, p *playback, segmentID string) {
 			return
 		}
 		p.mu.Lock()
-		p.spoken = append(p.spoken, newSpokenSentence(text, p.written))
+		// A sentence retracted since it was handed out is not spoken, and
+		// audio of those before it goes before this one's is written.
+		p.dropRetracted(ctx, s)
+		if closed(sent.Retracted()) {
+			p.mu.Unlock()
+			continue
+		}
+		p.spoken = append(p.spoken, newSpokenSentence(text, p.written, sent.Retracted()))
 		p.mu.Unlock()
+		if ch := sent.Retracted(); ch != nil {
+			// A retraction comes with no sentence: while play waits for the
+			// next one, the audio queued of this one must go at once.
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				select {
+				case <-ch:
+					p.mu.Lock()
+					p.dropRetracted(ctx, s)
+					p.mu.Unlock()
+				case <-tctx.Done():
+				}
+			}()
+		}
+		sentAt := time.Now()
+	synthesis:
 		for ev := range s.cfg.Synthesizer.Stream(ctx, &SynthesizeRequest{Text: text, Voice: s.cfg.Voice}) {
 			switch ev.Kind {
 			case SynthesizeAudio:
 				if !started {
+					p.mu.Lock()
+					p.times.toSynth, p.times.firstByte = sentAt, time.Now()
+					p.mu.Unlock()
 					started = true
 					s.post(func(l *loop) {
 						if l.play == p {
@@ -233,12 +317,24 @@ func (s *Stage) play(ctx context.Context, p *playback, segmentID string) {
 					p.mu.Unlock()
 					return
 				}
+				if closed(sent.Retracted()) {
+					// Taken back while synthesised: no more of it.
+					p.dropRetracted(ctx, s)
+					p.mu.Unlock()
+					break synthesis
+				}
 				if !p.answered {
 					p.answered = true
 					p.endCue(s.out)
 				}
 				err := s.out.Write(ev.Samples, ev.SampleRate)
 				p.written += time.Duration(len(ev.Samples)) * time.Second / time.Duration(ev.SampleRate)
+				if p.times.firstAnswer.IsZero() {
+					p.times.firstAnswer = time.Now()
+					if p.times.firstAudio.IsZero() {
+						p.times.firstAudio = p.times.firstAnswer
+					}
+				}
 				p.spoken[len(p.spoken)-1].end = p.written
 				p.mu.Unlock()
 				if err != nil {
@@ -248,10 +344,20 @@ func (s *Stage) play(ctx context.Context, p *playback, segmentID string) {
 			case SynthesizeError:
 				if ctx.Err() == nil {
 					s.cfg.Logger.Warn("voice: synthesis failed; the sentence is not spoken", "err", ev.Err, "sentence", sent.Sequence)
+					s.speechFailed(ctx, "tts", ev.Err)
 				}
 			}
 		}
 		p.mu.Lock()
+		if closed(sent.Retracted()) {
+			// Its audio is dropped, and its entry with it (dropRetracted).
+			p.dropRetracted(ctx, s)
+			p.mu.Unlock()
+			if ctx.Err() != nil {
+				return
+			}
+			continue
+		}
 		last := &p.spoken[len(p.spoken)-1]
 		last.done = ctx.Err() == nil
 		if last.end == last.start {
@@ -336,6 +442,9 @@ func (s *Stage) playCue(ctx context.Context, p *playback, at time.Time, src func
 				break
 			}
 			_ = s.out.Write(chunk, p.cue.rate())
+			if p.times.firstAudio.IsZero() {
+				p.times.firstAudio, p.times.cue = time.Now(), true
+			}
 		}
 		p.mu.Unlock()
 		select {

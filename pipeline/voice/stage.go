@@ -48,7 +48,11 @@ type Config struct {
 	InterimEvery time.Duration
 	// Language is the recogniser's hint; Voice the synthesiser's voice.
 	Language, Voice string
-	Logger          *slog.Logger
+	// SlowTurn: a spoken turn whose answer is first heard later than
+	// this after the end of the user's speech is logged with each of its
+	// stages. 0 turns it off.
+	SlowTurn time.Duration
+	Logger   *slog.Logger
 }
 
 // Flags registers the turn-taking settings on fs; the providers are set
@@ -62,6 +66,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.TextVar(&c.Cue, "voice-thinking-cue", CueSound, "what plays while the model thinks and no answer is audible yet: sound, phrase or off (a client may ask otherwise with the feature thinking_cue:<mode>)")
 	fs.DurationVar(&c.CueAfter, "voice-cue-after", time.Second, "how long after the end of the user's speech the thinking cue starts if no answer is audible")
 	fs.DurationVar(&c.Endpoint.UnfinishedSilence, "voice-endpoint-unfinished-silence", 1500*time.Millisecond, "the silence that ends an utterance whose words look unfinished")
+	fs.DurationVar(&c.SlowTurn, "voice-slow-turn", 1500*time.Millisecond, "log a spoken turn, with each stage's time, when its answer is first heard later than this after the end of the user's speech (0: off)")
 }
 
 func (c Config) withDefaults() Config {
@@ -104,7 +109,8 @@ type Stage struct {
 	events *queue.Queue[func(*loop)]
 	// done is closed when Run returns, so that callers stop waiting on a
 	// stage that is gone.
-	done chan struct{}
+	done    chan struct{}
+	outages outages
 }
 
 var _ pipeline.Speaker = (*Stage)(nil)
@@ -132,9 +138,12 @@ type loop struct {
 	// spoke is when the agent's speech first played in this
 	// conversation: the echo warm-up counts from it.
 	spoke time.Time
-	// ended is when each recent utterance's voice ended, by id: the cue
-	// of the turn answering it counts from there.
-	ended map[string]time.Time
+	// ended is when each recent utterance's voice ended (and was
+	// recognised), by the id of the question it asks: the cue of the turn
+	// answering it counts from there, and its report too.
+	ended map[string]heardAt
+	// talkOverAt is when the voice of talkOver began.
+	talkOverAt time.Time
 	// phrase is the last phrase cue said, so as not to say it twice.
 	phrase int
 	// asked is the last question asked by voice; addsTo the utterance
@@ -146,7 +155,7 @@ type loop struct {
 // Run serves the stage until ctx ends, then stops what it started.
 func (s *Stage) Run(ctx context.Context) {
 	defer close(s.done)
-	l := &loop{s: s, ctx: ctx, ended: map[string]time.Time{}}
+	l := &loop{s: s, ctx: ctx, ended: map[string]heardAt{}}
 	l.setState(StateListening)
 	defer l.wg.Wait()
 	defer l.stopResume()
@@ -194,7 +203,16 @@ func (l *loop) setState(st State) {
 // in place of any speech in progress.
 func (s *Stage) Speak(t *pipeline.Turn) { s.speak(t) }
 
-func (s *Stage) speak(t Turn) { s.post(func(l *loop) { l.startTurn(t) }) }
+func (s *Stage) speak(t Turn) {
+	report := t.Measure()
+	select {
+	case <-s.done:
+		report(false) // never spoken: the turn reports without speech
+		return
+	default:
+	}
+	s.post(func(l *loop) { l.startTurn(t, report) })
+}
 
 // stop is a stop of speech, of the generation or of both, as ControlStop
 // says: speech stops the audio at once and keeps the generation,
@@ -229,18 +247,21 @@ func (l *loop) silence() {
 	l.stopResume()
 }
 
-func (l *loop) startTurn(t Turn) {
+func (l *loop) startTurn(t Turn, report func(bool, ...pipeline.Timed)) {
 	if l.play != nil {
 		l.silence()
 	}
 	l.turn = t
 	l.setState(StateThinking)
+	heard, spoken := l.ended[t.UserMessageID()]
+	delete(l.ended, t.UserMessageID())
 	if l.s.out == nil || !wantsAudio(l.s.room.Members()) {
 		// No one can hear it: no synthesis at all. The state goes back to
 		// listening when the turn ends.
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
+			defer func() { report(false, turnTimes{heard: heard}.stages()...) }()
 			select {
 			case <-t.Done():
 			case <-l.ctx.Done():
@@ -255,15 +276,14 @@ func (l *loop) startTurn(t Turn) {
 		return
 	}
 	ctx, cancel := context.WithCancel(l.ctx)
-	p := &playback{cancel: cancel, turn: t}
+	p := &playback{cancel: cancel, turn: t, times: turnTimes{heard: heard}, report: report}
 	l.play = p
 	done := t.Speak()
 	if src := l.cue(); src != nil {
-		at, spoken := l.ended[t.UserMessageID()]
+		at := heard.speechEnd
 		if !spoken {
 			at = time.Now()
 		}
-		delete(l.ended, t.UserMessageID())
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
@@ -274,6 +294,9 @@ func (l *loop) startTurn(t Turn) {
 	go func() {
 		defer l.wg.Done()
 		defer done()
+		// Once the cue can write no more: its first audio may be the
+		// turn's.
+		defer l.s.measured(p)
 		defer cancel() // ends the watch below once the answer is spoken
 		l.s.play(ctx, p, AnswerSegment(t.UserMessageID()))
 	}()

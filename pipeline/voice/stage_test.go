@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -39,6 +40,8 @@ func (r *fakeRoom) Transcript(_ context.Context, t voice.Transcript) { r.transcr
 func (r *fakeRoom) AgentSpeech(_ context.Context, s voice.AgentSpeech) {
 	r.speech <- s
 }
+func (r *fakeRoom) SpeechProblem(context.Context, voice.SpeechProblem) {}
+
 func (r *fakeRoom) SetState(_ context.Context, s voice.State) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -64,6 +67,7 @@ type fakeOut struct {
 	playEnd time.Time
 	written time.Duration
 	clears  int
+	keeps   int
 	// paused holds held audio time until Resume.
 	paused          bool
 	held            time.Duration
@@ -84,6 +88,20 @@ func (o *fakeOut) Write(s []int16, rate int) error {
 	}
 	o.playEnd = o.playEnd.Add(time.Duration(float64(d) / o.speed))
 	return nil
+}
+
+// Keep shortens what is queued or held to d, as audio time.
+func (o *fakeOut) Keep(d time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.keeps++
+	if o.paused {
+		o.held = min(o.held, d)
+		return
+	}
+	if end := time.Now().Add(time.Duration(float64(d) / o.speed)); end.Before(o.playEnd) {
+		o.playEnd = end
+	}
 }
 
 func (o *fakeOut) Clear() {
@@ -132,6 +150,13 @@ func (o *fakeOut) stats() (time.Duration, int) {
 	return o.written, o.clears
 }
 
+// kept is how often the end of what was queued was dropped.
+func (o *fakeOut) kept() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.keeps
+}
+
 type interrupt struct {
 	kind  wire.StopType
 	heard *pipeline.Heard
@@ -145,12 +170,15 @@ type fakeTurn struct {
 	done       chan struct{}
 	hushed     chan struct{}
 
+	reports chan measured
+
 	mu    sync.Mutex
 	heard *pipeline.Heard
 }
 
 func newTurn(ss ...pipeline.Sentence) *fakeTurn {
-	t := &fakeTurn{sentences: make(chan pipeline.Sentence, len(ss)), interrupts: make(chan interrupt, 4), done: make(chan struct{}), hushed: make(chan struct{})}
+	t := &fakeTurn{sentences: make(chan pipeline.Sentence, len(ss)), interrupts: make(chan interrupt, 4), done: make(chan struct{}), hushed: make(chan struct{}),
+		reports: make(chan measured, 4)}
 	for _, s := range ss {
 		t.sentences <- s
 	}
@@ -202,6 +230,25 @@ func (t *fakeTurn) Speak() func()                      { return func() {} }
 func (t *fakeTurn) SpeechInterrupted() <-chan struct{} { return t.hushed }
 
 func (t *fakeTurn) Done() <-chan struct{} { return t.done }
+
+func (t *fakeTurn) Timing() pipeline.Timing { return pipeline.Timing{} }
+
+// measured is what the stage reported of a turn it was handed.
+type measured struct {
+	interrupted bool
+	stages      []pipeline.Timed
+}
+
+// Measure passes on what the stage reports of the turn.
+func (t *fakeTurn) Measure() func(bool, ...pipeline.Timed) {
+	return func(interrupted bool, stages ...pipeline.Timed) {
+		select {
+		case t.reports <- measured{interrupted, stages}:
+		default:
+			panic("more reports than the test waits for")
+		}
+	}
+}
 
 type started struct{ speaker, id, text string }
 
@@ -454,6 +501,32 @@ func TestStageBargeIn(t *testing.T) {
 	if s := wait(t, eng.started, "the question"); speechtest.WER(other, s.text) > 0.2 {
 		t.Fatalf("turn %q", s.text)
 	}
+
+	// The answer talked over reports its barge-in (the click may have
+	// paused it too); the next, spoken whole, its voice stages.
+	r := wait(t, long.reports, "the report of the answer talked over")
+	if bargeIns := stageCount(r.stages)[voice.StageBargeIn]; !r.interrupted || bargeIns == 0 {
+		t.Fatalf("the answer talked over reported %+v", r)
+	}
+	r = wait(t, next.reports, "the next answer's report")
+	want := map[string]int{voice.StageEndpointing: 1, voice.StageRecognition: 1, voice.StageSynthesisFirstByte: 1,
+		voice.StageFirstAudio: 1, voice.StageFirstAnswerAudio: 1, voice.StageOwn: 1}
+	if got := stageCount(r.stages); r.interrupted || !maps.Equal(got, want) {
+		t.Fatalf("the next answer reported stages %v (interrupted %v); want %v", got, r.interrupted, want)
+	}
+}
+
+// stageCount counts stages by name, and fails on one that ends before
+// it starts.
+func stageCount(stages []pipeline.Timed) map[string]int {
+	n := map[string]int{}
+	for _, s := range stages {
+		if s.End.Before(s.Start) {
+			panic(fmt.Sprintf("stage %s ends before it starts", s.Name))
+		}
+		n[s.Name]++
+	}
+	return n
 }
 
 // ControlStop: speech stops the audio and keeps the generation,

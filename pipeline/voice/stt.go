@@ -13,6 +13,9 @@ import (
 	"mime/multipart"
 	"net/http"
 	"strings"
+	"time"
+
+	"github.com/alicia-voice/alicia/internal/failover"
 )
 
 // RecognizeRequest is one utterance to recognise.
@@ -66,7 +69,13 @@ type OpenAIRecognizer struct {
 	// as well.
 	Streaming bool
 	Client    *http.Client
+
+	servers servers
 }
+
+// Servers is the pool the recogniser serves from: ProviderConfig's
+// servers, or URL alone.
+func (o *OpenAIRecognizer) Servers() *failover.Pool { return o.servers.get("stt", o.URL, nil) }
 
 func sttErr(kind ErrorKind, msg string, cause error) *Error {
 	return &Error{Service: "stt", Kind: kind, Message: msg, cause: cause}
@@ -115,29 +124,70 @@ func (o *OpenAIRecognizer) run(ctx context.Context, req *RecognizeRequest, parti
 	if err := mw.Close(); err != nil {
 		return "", err
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(o.URL, "/")+"/audio/transcriptions", &body)
+	payload, ctype := body.Bytes(), mw.FormDataContentType()
+	audio := audioLength(req)
+	var text string
+	err = o.Servers().Do(ctx, func(ctx context.Context, a failover.Attempt) error {
+		var err error
+		a.FirstByte = uploadFirstByte(a.FirstByte, audio)
+		text, err = o.runOn(ctx, a, payload, ctype, partial)
+		return err
+	})
+	return text, err
+}
+
+// audioLength is how long req's audio plays.
+func audioLength(req *RecognizeRequest) time.Duration {
+	if req.SampleRate <= 0 {
+		return 0
+	}
+	return time.Duration(len(req.Audio)) * time.Second / time.Duration(req.SampleRate)
+}
+
+// uploadFirstByte is the first-byte limit of an upload of audio long:
+// a recogniser answers an upload, even a streamed one, once it has
+// transcribed it (or its first segment), which on a CPU takes up to about
+// as long as the audio, so a healthy server with a long utterance would
+// miss the bare limit and be set aside. 0 (no limit) stays 0.
+func uploadFirstByte(limit, audio time.Duration) time.Duration {
+	if limit <= 0 {
+		return 0
+	}
+	return limit + audio
+}
+
+// runOn asks one server. Failures before the first byte of its answer
+// are Down, so that the next server may be asked.
+func (o *OpenAIRecognizer) runOn(ctx context.Context, a failover.Attempt, payload []byte, ctype string, partial func(string) bool) (string, error) {
+	fctx, fb := failover.Watch(ctx, a)
+	defer fb.Release()
+	hreq, err := http.NewRequestWithContext(fctx, http.MethodPost, strings.TrimSuffix(a.Server, "/")+"/audio/transcriptions", bytes.NewReader(payload))
 	if err != nil {
 		return "", sttErr(ErrConnect, err.Error(), err)
 	}
-	hreq.Header.Set("Content-Type", mw.FormDataContentType())
+	hreq.Header.Set("Content-Type", ctype)
 	hreq.Header.Set("Accept", "application/json, text/event-stream")
 	if o.APIKey != "" {
 		hreq.Header.Set("Authorization", "Bearer "+o.APIKey)
 	}
 	resp, err := httpClient(o.Client).Do(hreq)
 	if err != nil {
-		return "", transportErr("stt", ctx, err)
+		return "", beforeFirstByte(ctx, fctx, "stt", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		return "", httpErr("stt", resp)
+		return "", statusErr(httpErr("stt", resp))
+	}
+	body, err := openBody(ctx, fctx, fb, "stt", resp.Body)
+	if err != nil {
+		return "", err
 	}
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	switch mt {
 	case "text/event-stream":
-		return readTranscriptSSE(ctx, resp.Body, partial)
+		return readTranscriptSSE(ctx, body, partial)
 	case "text/plain":
-		b, err := io.ReadAll(resp.Body)
+		b, err := io.ReadAll(body)
 		if err != nil {
 			return "", transportErr("stt", ctx, err)
 		}
@@ -146,7 +196,7 @@ func (o *OpenAIRecognizer) run(ctx context.Context, req *RecognizeRequest, parti
 	var out struct {
 		Text *string `json:"text"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.Text == nil {
+	if err := json.NewDecoder(body).Decode(&out); err != nil || out.Text == nil {
 		if ctx.Err() != nil {
 			return "", transportErr("stt", ctx, ctx.Err())
 		}

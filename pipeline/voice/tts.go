@@ -12,6 +12,8 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+
+	"github.com/alicia-voice/alicia/internal/failover"
 )
 
 // SynthesizeRequest is one piece of text to speak.
@@ -72,7 +74,13 @@ type OpenAISynthesizer struct {
 	// (stream_format: sse); "" or "audio" for a chunked audio body.
 	StreamFormat string
 	Client       *http.Client
+
+	servers servers
 }
+
+// Servers is the pool the synthesiser serves from: ProviderConfig's
+// servers, or URL alone.
+func (o *OpenAISynthesizer) Servers() *failover.Pool { return o.servers.get("tts", o.URL, nil) }
 
 // chunkBytes is how much audio one event carries at most: 100 ms at
 // 24 kHz, small enough to start playing early.
@@ -115,7 +123,18 @@ func (o *OpenAISynthesizer) run(ctx context.Context, req *SynthesizeRequest, emi
 		body["stream_format"] = "sse"
 	}
 	b, _ := json.Marshal(body)
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(o.URL, "/")+"/audio/speech", bytes.NewReader(b))
+	return o.Servers().Do(ctx, func(ctx context.Context, a failover.Attempt) error {
+		return o.runOn(ctx, a, b, format, emit)
+	})
+}
+
+// runOn asks one server. Failures before the first byte of its answer
+// are Down, so that the next server may be asked; once audio came, what
+// goes wrong is the sentence's (another server would repeat its start).
+func (o *OpenAISynthesizer) runOn(ctx context.Context, a failover.Attempt, payload []byte, format string, emit func([]int16, int) bool) error {
+	fctx, fb := failover.Watch(ctx, a)
+	defer fb.Release()
+	hreq, err := http.NewRequestWithContext(fctx, http.MethodPost, strings.TrimSuffix(a.Server, "/")+"/audio/speech", bytes.NewReader(payload))
 	if err != nil {
 		return ttsErr(ErrConnect, err.Error(), err)
 	}
@@ -125,11 +144,15 @@ func (o *OpenAISynthesizer) run(ctx context.Context, req *SynthesizeRequest, emi
 	}
 	resp, err := httpClient(o.Client).Do(hreq)
 	if err != nil {
-		return transportErr("tts", ctx, err)
+		return beforeFirstByte(ctx, fctx, "tts", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		return httpErr("tts", resp)
+		return statusErr(httpErr("tts", resp))
+	}
+	first, err := openBody(ctx, fctx, fb, "tts", resp.Body)
+	if err != nil {
+		return err
 	}
 	rate, channels := o.PCMRate, 1
 	if rate == 0 {
@@ -137,19 +160,19 @@ func (o *OpenAISynthesizer) run(ctx context.Context, req *SynthesizeRequest, emi
 	}
 	switch mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt {
 	case "text/event-stream":
-		return readSpeechSSE(ctx, resp.Body, rate, emit)
+		return readSpeechSSE(ctx, first, rate, emit)
 	case "application/json":
 		return ttsErr(ErrProtocol, "expected audio, got "+mt, nil)
 	}
-	var r io.Reader = resp.Body
+	var r io.Reader = first
 	if format == "wav" {
-		h, err := ReadWAVHeader(resp.Body)
+		h, err := ReadWAVHeader(first)
 		if err != nil {
 			return ttsErr(ErrProtocol, "bad WAV header", err)
 		}
 		rate, channels = h.Rate, h.Channels
 		if h.DataSize != 0 && h.DataSize != 0xFFFFFFFF {
-			r = io.LimitReader(resp.Body, int64(h.DataSize))
+			r = io.LimitReader(first, int64(h.DataSize))
 		}
 	}
 	buf := make([]byte, chunkBytes)

@@ -58,6 +58,10 @@ type Turn interface {
 	Heard(h pipeline.Heard)
 	// Done is closed when the turn has ended and been stored.
 	Done() <-chan struct{}
+	// Timing is the model's timings so far; Measure holds the turn's
+	// report until the stage adds its own stages (pipeline.Turn.Measure).
+	Timing() pipeline.Timing
+	Measure() (report func(interrupted bool, stages ...pipeline.Timed))
 }
 
 var _ Turn = (*pipeline.Turn)(nil)
@@ -161,6 +165,9 @@ type Room interface {
 	AgentSpeech(ctx context.Context, s AgentSpeech)
 	// SetState publishes the agent's state.
 	SetState(ctx context.Context, s State)
+	// SpeechProblem tells the participants that speech is unavailable;
+	// the stage says it once per outage.
+	SpeechProblem(ctx context.Context, p SpeechProblem)
 	// Members are the participants with what each client announced, as
 	// data: the stage decides from their features whether anyone hears
 	// it (audio_output) and what cue they asked for.
@@ -179,6 +186,9 @@ type AudioOut interface {
 	Resume()
 	// Clear drops every queued or held sample at once, and ends a pause.
 	Clear()
+	// Keep drops what is queued or held beyond the next d of it, and
+	// leaves a pause a pause: the end of an answer taken back.
+	Keep(d time.Duration)
 	// Queued is how much queued audio has not been played yet.
 	Queued() time.Duration
 	// TrackID names the published track, for transcripts.

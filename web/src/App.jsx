@@ -146,11 +146,11 @@ function Chat({ conv, onNew }) {
       <ol className="turns" ref={listRef} onScroll={onScroll} aria-label="Conversation">
         {s.turns.length === 0 && <li className="empty muted">Ask anything to begin.</li>}
         {s.turns.map((t, i) => (
-          <Turn key={t.id} turn={t} mode={s.mode} last={i === s.turns.length - 1} conv={conv} busy={busy} />
+          <Turn key={t.id} turn={t} mode={s.mode} last={i === s.turns.length - 1} conv={conv} busy={busy} ready={s.status === 'ready'} />
         ))}
       </ol>
       <Errors errors={s.errors} conv={conv} />
-      <Composer conv={conv} ready={s.status === 'ready'} busy={busy} stopping={s.stopping} interim={s.interim} />
+      <Composer conv={conv} open={s.status !== 'closed'} busy={busy} stopping={s.stopping} interim={s.interim} />
     </div>
   );
 }
@@ -186,7 +186,7 @@ function Voice({ conv, s }) {
   );
 }
 
-function Turn({ turn, mode, last, conv, busy }) {
+function Turn({ turn, mode, last, conv, busy, ready }) {
   const [shown, setShown] = useState(null); // index of the variant shown; null: the newest
   const n = turn.attempts.length;
   const idx = shown === null || shown >= n ? n - 1 : shown;
@@ -194,9 +194,14 @@ function Turn({ turn, mode, last, conv, busy }) {
   const a = turn.attempts[idx];
   return (
     <li className="turn">
-      <div className="user" data-testid="user-message">
+      <div className={turn.queued ? 'user queued' : 'user'} data-testid="user-message" data-queued={turn.queued ? 'true' : 'false'}>
         <span className="who">{turn.spoken ? 'You said' : 'You'}</span>
         <p>{turn.content}</p>
+        {turn.queued && (
+          <p className="queued-note muted" data-testid="queued" role="status">
+            {ready ? 'Sending once the answer above is complete…' : 'Sending when Alicia is ready…'}
+          </p>
+        )}
       </div>
       {n === 0 && (turn.pending || turn.regenerating) && <p className="thinking muted">Alicia is thinking…</p>}
       {a && <Answer attempt={a} mode={mode} />}
@@ -265,7 +270,7 @@ function Errors({ errors, conv }) {
   );
 }
 
-function Composer({ conv, ready, busy, stopping, interim }) {
+function Composer({ conv, open, busy, stopping, interim }) {
   const [text, setText] = useState('');
   const send = () => {
     if (conv.ask(text)) setText('');
@@ -287,7 +292,7 @@ function Composer({ conv, ready, busy, stopping, interim }) {
       {busy ? (
         <button type="button" className="stop" onClick={() => conv.stop()} disabled={stopping}>Stop</button>
       ) : (
-        <button type="submit" disabled={!ready || !text.trim()}>Send</button>
+        <button type="submit" disabled={!open || !text.trim()}>Send</button>
       )}
     </form>
   );

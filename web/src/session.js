@@ -13,6 +13,13 @@ const clientVersion = 'alicia-web/1';
 // so the page prefers to hear it first).
 const greetingWait = 5000;
 
+// How long a queued message that went out may hold the ones behind it
+// without its answer ending: an answer can be lost (across a reconnect
+// the server no longer replays, or after an error that names no message),
+// and the queue must not stall on it. Generous: a long answer with full
+// reasoning can stream for minutes.
+const answerWait = 180000;
+
 function load(key, fallback) {
   try {
     const v = localStorage.getItem(key);
@@ -56,7 +63,7 @@ export class Conversation {
       mode: load('alicia.mode.' + this.identity, 'full'),
       speaker: load('alicia.speaker', true),
       micOn: false,
-      turns: [], // [{id, content, from, pending, attempts: [attempt]}]
+      turns: [], // [{id, content, from, pending, queued, attempts: [attempt]}]
       errors: [], // [{id, text, turnId}]
       interim: null, // {id, text} of the user's speech being recognised
       stopping: false,
@@ -67,6 +74,8 @@ export class Conversation {
     this.configured = false; // our Configuration went out on this connection
     this.agentAtConfig = false;
     this.greetTimer = null;
+    this.awaiting = null; // the queued message sent last, until its answer ends
+    this.awaitTimer = null;
   }
 
   // --- state plumbing ---------------------------------------------------
@@ -145,6 +154,10 @@ export class Conversation {
         // for a handshake before it sends anything; either way it replays
         // what came after the last stanza we saw.
         this.configured = false;
+        // The answer the queue waits for may have been lost with the
+        // connection: the next queued message goes once the bot has
+        // answered the handshake again.
+        this.stopAwaiting();
         this.configure();
       })
       .on(RoomEvent.Disconnected, (reason) => {
@@ -193,6 +206,7 @@ export class Conversation {
 
   close() {
     clearTimeout(this.greetTimer);
+    this.stopAwaiting();
     this.room?.disconnect();
   }
 
@@ -258,14 +272,25 @@ export class Conversation {
     this.set({ micOn: lp.isMicrophoneEnabled });
   }
 
+  // ask sends a typed message, or, before the bot has answered the
+  // handshake (just joined, or reconnecting), shows it as queued and sends
+  // it once the session is ready: a message sent earlier would reach no
+  // one, or a bot that does not know yet what this page can display. A
+  // message typed while others still wait goes behind them.
   ask(text) {
     const content = text.trim();
-    if (!content || this.state.status !== 'ready') return false;
+    if (!content || this.state.status === 'closed') return false;
     const id = newId('msg');
-    const last = this.lastAnswerId();
+    const now = this.state.status === 'ready' && !this.state.turns.some((t) => t.queued);
     this.updateTurns((turns) => {
-      turns.push({ id, content, from: this.identity, pending: true, attempts: [] });
+      turns.push({ id, content, from: this.identity, pending: now, queued: !now, attempts: [] });
     });
+    if (now) this.sendMessage(id, content);
+    return true;
+  }
+
+  sendMessage(id, content) {
+    const last = this.lastAnswerId();
     this.send(T.UserMessage, {
       id,
       previousId: last || undefined,
@@ -273,7 +298,40 @@ export class Conversation {
       content,
       timestamp: Date.now(),
     });
-    return true;
+  }
+
+  // sendQueued sends the first message still queued once the session is
+  // ready, and the next one once the answer to it has ended: a new
+  // message stops the answer in progress, and each was typed to be
+  // answered.
+  sendQueued() {
+    if (this.state.status !== 'ready') return;
+    if (this.awaiting) {
+      const t = this.state.turns.find((x) => x.id === this.awaiting);
+      if (t && !t.ended && !t.attempts.at(-1)?.done) return;
+      this.stopAwaiting();
+    }
+    const next = this.state.turns.find((t) => t.queued);
+    if (!next) return;
+    this.awaiting = next.id;
+    this.awaitTimer = setTimeout(() => {
+      if (this.awaiting !== next.id) return;
+      this.stopAwaiting();
+      this.sendQueued();
+    }, answerWait);
+    this.updateTurns((turns) => {
+      const t = turns.find((x) => x.id === next.id);
+      t.queued = false;
+      t.pending = true;
+    });
+    this.sendMessage(next.id, next.content);
+  }
+
+  // stopAwaiting lets the queue go on without the answer it waited for.
+  stopAwaiting() {
+    clearTimeout(this.awaitTimer);
+    this.awaitTimer = null;
+    this.awaiting = null;
   }
 
   stop() {
@@ -352,6 +410,9 @@ export class Conversation {
       return;
     }
     this.apply(env.type, env.body);
+    // After the greeting (and this page's Configuration, which answering
+    // it sent first), or the end of an answer: the next queued message.
+    this.sendQueued();
   }
 
   apply(type, b) {
@@ -502,12 +563,17 @@ export class Conversation {
   onError(b) {
     const text = `${errorWords(b.code)} ${b.message || ''}`.trim();
     this.addError(text, b.originatingId);
+    // An error about the message the queue waits for ends its answer; one
+    // that names no message may be about it too, and the user has been
+    // told: either way the next queued message goes.
+    if (!b.originatingId || b.originatingId === this.awaiting) this.stopAwaiting();
     if (b.originatingId) {
       this.updateTurns((turns) => {
         const t = turns.find((x) => x.id === b.originatingId);
         if (t) {
           t.pending = false;
           t.regenerating = false;
+          t.ended = true;
           const a = t.attempts.at(-1);
           if (a) {
             // A server failure names the user message whose answer broke.

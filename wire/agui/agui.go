@@ -76,6 +76,13 @@ type Event struct {
 // reasoning budget ran out); its value is {"messageId": <that message>}.
 const CustomReasoningCutShort = "alicia.reasoning_cut_short"
 
+// CustomTextRetracted names the CUSTOM event that takes back a text
+// message already streamed, which AG-UI's text events cannot: its text was
+// the model's reasoning (a bare </think> came after it), and the same text
+// follows as reasoning messages. Its value is {"messageId": <that message>};
+// the answer continues as a new text message.
+const CustomTextRetracted = "alicia.text_retracted"
+
 // WriteSSE writes one event as an SSE frame: "data: <json>\n\n", LF only.
 func WriteSSE(w io.Writer, ev *Event) error {
 	b, err := json.Marshal(ev)

@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/livekit/media-sdk"
+	"github.com/livekit/media-sdk/opus"
+	protoLogger "github.com/livekit/protocol/logger"
+	"github.com/pion/webrtc/v4"
+	pionmedia "github.com/pion/webrtc/v4/pkg/media"
+
+	"github.com/alicia-voice/alicia/internal/speechtest"
+)
+
+// The voice benchmark's users speak these, in turn; the speech servers'
+// recogniser is limited to them, as a deployment's vocabulary would not
+// be, so that recognition is fast enough for a hundred speakers on two
+// cores. The last one is said over the agent to interrupt it.
+var voiceQuestions = []string{
+	"what is the weather like today",
+	"tell me something about the moon",
+	"how do I make a cup of tea",
+	"what is a good book to read",
+	"why is the sky blue",
+}
+
+const interruption = "wait stop and tell me about the stars"
+
+// opusRate is WebRTC's Opus clock: frames are made and heard at it, so
+// that neither side of a user resamples.
+const opusRate = 48000
+
+const frame = 20 * time.Millisecond
+
+// phrase is a question rendered once and encoded once: a hundred users
+// cannot each afford an Opus encoder on two cores shared with the bot.
+type phrase struct {
+	text   string
+	frames [][]byte
+}
+
+// voiceAudio renders the phrases with espeak-ng and encodes them as 20 ms
+// Opus frames, and a second of a quiet room's noise for between them (a
+// microphone sends all the time; so do these).
+func voiceAudio() (questions []phrase, interrupt phrase, noise [][]byte, err error) {
+	encode := func(pcm []int16) ([][]byte, error) {
+		w := &frameCollector{}
+		enc, err := opus.Encode(w, 1, protoLogger.GetLogger())
+		if err != nil {
+			return nil, err
+		}
+		n := opusRate * int(frame/time.Millisecond) / 1000
+		for i := 0; i+n <= len(pcm); i += n {
+			if err := enc.WriteSample(pcm[i : i+n]); err != nil {
+				return nil, err
+			}
+		}
+		return w.frames, nil
+	}
+	say := func(text string) (phrase, error) {
+		pcm, err := speechtest.Speak(text, 140, opusRate)
+		if err != nil {
+			return phrase{}, err
+		}
+		f, err := encode(trimSilence(pcm))
+		return phrase{text: text, frames: f}, err
+	}
+	for _, q := range voiceQuestions {
+		p, err := say(q)
+		if err != nil {
+			return nil, phrase{}, nil, err
+		}
+		questions = append(questions, p)
+	}
+	if interrupt, err = say(interruption); err != nil {
+		return nil, phrase{}, nil, err
+	}
+	noise, err = encode(speechtest.Noise(1000, opusRate, 7))
+	return questions, interrupt, noise, err
+}
+
+// trimSilence drops the silence espeak-ng leaves around speech, so that
+// the last frame sent is the end of the voice.
+func trimSilence(pcm []int16) []int16 {
+	loud := func(v int16) bool { return v > 500 || v < -500 }
+	start, end := 0, len(pcm)
+	for start < end && !loud(pcm[start]) {
+		start++
+	}
+	for end > start && !loud(pcm[end-1]) {
+		end--
+	}
+	return pcm[start:end]
+}
+
+type frameCollector struct{ frames [][]byte }
+
+func (c *frameCollector) String() string  { return "bench-frames" }
+func (c *frameCollector) SampleRate() int { return opusRate }
+func (c *frameCollector) Close() error    { return nil }
+func (c *frameCollector) WriteSample(s opus.Sample) error {
+	c.frames = append(c.frames, append([]byte(nil), s...))
+	return nil
+}
+
+// mic is a user's microphone track: noise, and the phrases it is told to
+// say, 20 ms at a time at real-time pace.
+type mic struct {
+	track *webrtc.TrackLocalStaticSample
+	noise [][]byte
+
+	mu  sync.Mutex
+	cur *utterance
+}
+
+// utterance is a phrase being said: when its first and last frames went
+// out, and done closed once the last has.
+type utterance struct {
+	frames       [][]byte
+	next         int
+	onset, ended time.Time
+	done         chan struct{}
+}
+
+// say starts saying p after what the mic is saying now, which it replaces.
+func (m *mic) say(p phrase) *utterance {
+	u := &utterance{frames: p.frames, done: make(chan struct{})}
+	m.mu.Lock()
+	m.cur = u
+	m.mu.Unlock()
+	return u
+}
+
+// run sends a frame every 20 ms until ctx ends.
+func (m *mic) run(ctx context.Context) {
+	tick := time.NewTicker(frame)
+	defer tick.Stop()
+	for k := 0; ; k++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		data := m.noise[k%len(m.noise)]
+		m.mu.Lock()
+		if u := m.cur; u != nil {
+			data = u.frames[u.next]
+			now := time.Now()
+			if u.next == 0 {
+				u.onset = now
+			}
+			if u.next++; u.next == len(u.frames) {
+				u.ended = now.Add(frame)
+				m.cur = nil
+				close(u.done)
+			}
+		}
+		m.mu.Unlock()
+		_ = m.track.WriteSample(pionmedia.Sample{Data: data, Duration: frame})
+	}
+}
+
+// ear hears the bot's track: when it was loud, and whether with the
+// thinking cue's two partials or with speech.
+type ear struct {
+	mu    sync.Mutex
+	heard []heardFrame
+	// spoke is when the bot was first heard speaking.
+	spoke time.Time
+}
+
+type heardFrame struct {
+	at  time.Time
+	cue bool
+}
+
+// keepHeard is how much of the bot's loud audio an ear remembers.
+const keepHeard = 90 * time.Second
+
+func (e *ear) WriteSample(p media.PCM16Sample) error {
+	var sum float64
+	for _, v := range p {
+		sum += float64(v) * float64(v)
+	}
+	if math.Sqrt(sum/float64(max(1, len(p)))) <= 300 {
+		return nil
+	}
+	cue := (goertzel(p, 392)+goertzel(p, 588))/(sum*float64(len(p))/2) > 0.6
+	now := time.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.heard) > 0 && now.Sub(e.heard[0].at) > keepHeard {
+		i := 0
+		for i < len(e.heard) && now.Sub(e.heard[i].at) > keepHeard/2 {
+			i++
+		}
+		e.heard = append(e.heard[:0], e.heard[i:]...)
+	}
+	e.heard = append(e.heard, heardFrame{at: now, cue: cue})
+	if e.spoke.IsZero() && !cue {
+		e.spoke = now
+	}
+	return nil
+}
+
+func (e *ear) Close() error { return nil }
+
+// goertzel is the power of frequency f in p at the Opus rate.
+func goertzel(p []int16, f float64) float64 {
+	w := 2 * math.Pi * f / opusRate
+	c := 2 * math.Cos(w)
+	var s1, s2 float64
+	for _, v := range p {
+		s1, s2 = float64(v)+c*s1-s2, s1
+	}
+	return s1*s1 + s2*s2 - c*s1*s2
+}
+
+// first is the first loud frame after t that is answer (speech, not the
+// cue) or, with either, the cue too.
+func (e *ear) first(t time.Time, either bool) (time.Time, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, f := range e.heard {
+		if f.at.After(t) && (either || !f.cue) {
+			return f.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// quietSince is when the bot's track went quiet, if it has been quiet
+// for at least gap at now and was last loud after t: a silence that began
+// before t is not one t caused.
+func (e *ear) quietSince(t time.Time, gap time.Duration) (time.Time, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.heard) == 0 {
+		return time.Time{}, false
+	}
+	last := e.heard[len(e.heard)-1].at
+	if last.Before(t) || time.Since(last) < gap {
+		return time.Time{}, false
+	}
+	return last.Add(frame), true
+}
+
+// silentFor says whether the track has been quiet for d.
+func (e *ear) silentFor(d time.Duration) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.heard) == 0 || time.Since(e.heard[len(e.heard)-1].at) >= d
+}
+
+// poll waits for cond, looking every 10 ms, up to timeout.
+func poll(ctx context.Context, timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) || !sleepCtx(ctx, 10*time.Millisecond) {
+			return false
+		}
+	}
+	return true
+}
