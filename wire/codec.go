@@ -258,16 +258,15 @@ func encodeAny(enc *msgpack.Encoder, x any, depth int) error {
 	return encodeAny(enc, wholeNumbers(generic), depth+1)
 }
 
-// decodeStruct reads a map into v (an addressable struct value). prefix is
-// the dotted path used in errors ("body.").
-func (p *structPlan) decodeStruct(dec *msgpack.Decoder, v reflect.Value, prefix string) error {
-	n, err := decodeMapLen(dec, strings.TrimSuffix(prefix, "."))
+// decodeStruct reads a map at w into v (an addressable struct value).
+func (p *structPlan) decodeStruct(dec *msgpack.Decoder, v reflect.Value, w *where) error {
+	n, err := decodeMapLen(dec, w)
 	if err != nil {
 		return err
 	}
 	var seen uint64
 	for range n {
-		key, err := decodeKey(dec, prefix)
+		key, err := decodeKey(dec, w)
 		if err != nil {
 			return err
 		}
@@ -279,13 +278,13 @@ func (p *structPlan) decodeStruct(dec *msgpack.Decoder, v reflect.Value, prefix 
 			}
 		}
 		if idx < 0 {
-			if err := dec.Skip(); err != nil {
-				return malformed(prefix+key, "truncated value")
+			if err := skip(dec); err != nil {
+				return malformed(w.key(key).String(), "%v", err)
 			}
 			continue
 		}
 		f := &p.fields[idx]
-		present, err := decodeField(dec, f, v.Field(f.index), prefix)
+		present, err := decodeField(dec, f, v.Field(f.index), w.key(f.name))
 		if err != nil {
 			return err
 		}
@@ -295,7 +294,7 @@ func (p *structPlan) decodeStruct(dec *msgpack.Decoder, v reflect.Value, prefix 
 	}
 	for i := range p.fields {
 		if f := &p.fields[i]; !f.optional && seen&(1<<i) == 0 {
-			return malformed(prefix+f.name, "required field is missing")
+			return malformed(w.key(f.name).String(), "required field is missing")
 		}
 	}
 	return nil
@@ -303,15 +302,14 @@ func (p *structPlan) decodeStruct(dec *msgpack.Decoder, v reflect.Value, prefix 
 
 // decodeField reads one value into v and reports whether a value (not nil
 // or undefined) was there.
-func decodeField(dec *msgpack.Decoder, f *fieldPlan, v reflect.Value, prefix string) (bool, error) {
-	path := prefix + f.name
+func decodeField(dec *msgpack.Decoder, f *fieldPlan, v reflect.Value, path *where) (bool, error) {
 	absent, err := skipAbsent(dec, path)
 	if err != nil {
 		return false, err
 	}
 	if absent {
 		if !f.optional {
-			return false, malformed(path, "required field is nil or undefined")
+			return false, malformed(path.String(), "required field is nil or undefined")
 		}
 		v.SetZero()
 		return false, nil
@@ -326,10 +324,10 @@ func decodeField(dec *msgpack.Decoder, f *fieldPlan, v reflect.Value, prefix str
 	case kindBool:
 		c, err := dec.PeekCode()
 		if err != nil {
-			return false, malformed(path, "truncated value")
+			return false, malformed(path.String(), "truncated value")
 		}
 		if c != msgpcode.True && c != msgpcode.False {
-			return false, wrongType(path, "a boolean", c)
+			return false, wrongType(path.String(), "a boolean", c)
 		}
 		b, _ := dec.DecodeBool()
 		v.SetBool(b)
@@ -339,7 +337,7 @@ func decodeField(dec *msgpack.Decoder, f *fieldPlan, v reflect.Value, prefix str
 			return false, err
 		}
 		if lim := int64(1) << (f.bits - 1); f.bits < 64 && (n < -lim || n >= lim) {
-			return false, malformed(path, "%d does not fit in int%d", n, f.bits)
+			return false, malformed(path.String(), "%d does not fit in int%d", n, f.bits)
 		}
 		v.SetInt(n)
 	case kindUint:
@@ -348,7 +346,7 @@ func decodeField(dec *msgpack.Decoder, f *fieldPlan, v reflect.Value, prefix str
 			return false, err
 		}
 		if n < 0 || (f.bits < 64 && n >= int64(1)<<f.bits) {
-			return false, malformed(path, "%d does not fit in uint%d", n, f.bits)
+			return false, malformed(path.String(), "%d does not fit in uint%d", n, f.bits)
 		}
 		v.SetUint(uint64(n))
 	case kindFloatPtr:
@@ -364,7 +362,7 @@ func decodeField(dec *msgpack.Decoder, f *fieldPlan, v reflect.Value, prefix str
 		}
 		out := make([]string, 0, min(n, 64))
 		for i := range n {
-			s, err := decodeString(dec, path+"["+itoa(int64(i))+"]")
+			s, err := decodeString(dec, path.elem(i))
 			if err != nil {
 				return false, err
 			}
@@ -374,14 +372,17 @@ func decodeField(dec *msgpack.Decoder, f *fieldPlan, v reflect.Value, prefix str
 	case kindBytes:
 		c, err := dec.PeekCode()
 		if err != nil {
-			return false, malformed(path, "truncated value")
+			return false, malformed(path.String(), "truncated value")
 		}
 		if !msgpcode.IsBin(c) && !msgpcode.IsString(c) {
-			return false, wrongType(path, "bytes", c)
+			return false, wrongType(path.String(), "bytes", c)
+		}
+		if err := fits(dec, path); err != nil {
+			return false, err
 		}
 		b, err := dec.DecodeBytes()
 		if err != nil {
-			return false, malformed(path, "truncated value")
+			return false, malformed(path.String(), "truncated value")
 		}
 		v.SetBytes(b)
 	case kindMap:
@@ -398,7 +399,7 @@ func decodeField(dec *msgpack.Decoder, f *fieldPlan, v reflect.Value, prefix str
 		out := reflect.MakeSlice(v.Type(), 0, min(n, 16))
 		for i := range n {
 			elem := reflect.New(v.Type().Elem()).Elem()
-			if err := f.elem.decodeStruct(dec, elem, path+"["+itoa(int64(i))+"]."); err != nil {
+			if err := f.elem.decodeStruct(dec, elem, path.elem(i)); err != nil {
 				return false, err
 			}
 			out = reflect.Append(out, elem)
@@ -419,10 +420,10 @@ func decodeField(dec *msgpack.Decoder, f *fieldPlan, v reflect.Value, prefix str
 
 // skipAbsent consumes nil or msgpackr's undefined (fixext1 type 0) and
 // reports whether it did.
-func skipAbsent(dec *msgpack.Decoder, path string) (bool, error) {
+func skipAbsent(dec *msgpack.Decoder, path *where) (bool, error) {
 	c, err := dec.PeekCode()
 	if err != nil {
-		return false, malformed(path, "truncated value")
+		return false, malformed(path.String(), "truncated value")
 	}
 	switch c {
 	case msgpcode.Nil:
@@ -433,72 +434,79 @@ func skipAbsent(dec *msgpack.Decoder, path string) (bool, error) {
 		// is rejected here.
 		var hdr [3]byte
 		if err := dec.ReadFull(hdr[:]); err != nil {
-			return false, malformed(path, "truncated value")
+			return false, malformed(path.String(), "truncated value")
 		}
 		if hdr[1] == 0 {
 			return true, nil
 		}
-		return false, malformed(path, "unsupported extension type %d", int8(hdr[1]))
+		return false, malformed(path.String(), "unsupported extension type %d", int8(hdr[1]))
 	}
 	return false, nil
 }
 
-func decodeKey(dec *msgpack.Decoder, prefix string) (string, error) {
+// decodeKey reads a key of the map at w.
+func decodeKey(dec *msgpack.Decoder, w *where) (string, error) {
 	c, err := dec.PeekCode()
 	if err != nil {
-		return "", malformed(strings.TrimSuffix(prefix, "."), "truncated map")
+		return "", malformed(w.String(), "truncated map")
 	}
 	if !msgpcode.IsString(c) {
-		return "", wrongType(strings.TrimSuffix(prefix, "."), "string keys", c)
+		return "", wrongType(w.String(), "string keys", c)
+	}
+	if err := fits(dec, w); err != nil {
+		return "", err
 	}
 	k, err := dec.DecodeString()
 	if err != nil {
-		return "", malformed(strings.TrimSuffix(prefix, "."), "truncated key")
+		return "", malformed(w.String(), "truncated key")
 	}
 	return k, nil
 }
 
-func decodeString(dec *msgpack.Decoder, path string) (string, error) {
+func decodeString(dec *msgpack.Decoder, path *where) (string, error) {
 	c, err := dec.PeekCode()
 	if err != nil {
-		return "", malformed(path, "truncated value")
+		return "", malformed(path.String(), "truncated value")
 	}
 	if !msgpcode.IsString(c) {
-		return "", wrongType(path, "a string", c)
+		return "", wrongType(path.String(), "a string", c)
+	}
+	if err := fits(dec, path); err != nil {
+		return "", err
 	}
 	s, err := dec.DecodeString()
 	if err != nil {
-		return "", malformed(path, "truncated string")
+		return "", malformed(path.String(), "truncated string")
 	}
 	return s, nil
 }
 
-func decodeMapLen(dec *msgpack.Decoder, path string) (int, error) {
+func decodeMapLen(dec *msgpack.Decoder, path *where) (int, error) {
 	c, err := dec.PeekCode()
 	if err != nil {
-		return 0, malformed(path, "truncated value")
+		return 0, malformed(path.String(), "truncated value")
 	}
 	if !msgpcode.IsFixedMap(c) && c != msgpcode.Map16 && c != msgpcode.Map32 {
-		return 0, wrongType(path, "a map", c)
+		return 0, wrongType(path.String(), "a map", c)
 	}
 	n, err := dec.DecodeMapLen()
 	if err != nil {
-		return 0, malformed(path, "truncated map")
+		return 0, malformed(path.String(), "truncated map")
 	}
 	return n, nil
 }
 
-func decodeArrayLen(dec *msgpack.Decoder, path string) (int, error) {
+func decodeArrayLen(dec *msgpack.Decoder, path *where) (int, error) {
 	c, err := dec.PeekCode()
 	if err != nil {
-		return 0, malformed(path, "truncated value")
+		return 0, malformed(path.String(), "truncated value")
 	}
 	if !msgpcode.IsFixedArray(c) && c != msgpcode.Array16 && c != msgpcode.Array32 {
-		return 0, wrongType(path, "an array", c)
+		return 0, wrongType(path.String(), "an array", c)
 	}
 	n, err := dec.DecodeArrayLen()
 	if err != nil {
-		return 0, malformed(path, "truncated array")
+		return 0, malformed(path.String(), "truncated array")
 	}
 	return n, nil
 }
@@ -506,35 +514,35 @@ func decodeArrayLen(dec *msgpack.Decoder, path string) (int, error) {
 // decodeInteger accepts every integer width, an integral float (what
 // msgpackr makes of Date.now()) and a MessagePack timestamp (a JS Date),
 // which becomes milliseconds.
-func decodeInteger(dec *msgpack.Decoder, path string) (int64, error) {
+func decodeInteger(dec *msgpack.Decoder, path *where) (int64, error) {
 	c, err := dec.PeekCode()
 	if err != nil {
-		return 0, malformed(path, "truncated value")
+		return 0, malformed(path.String(), "truncated value")
 	}
 	switch {
 	case msgpcode.IsFixedNum(c) || (c >= msgpcode.Uint8 && c <= msgpcode.Int64):
 		if c == msgpcode.Uint64 {
 			u, err := dec.DecodeUint64()
 			if err != nil {
-				return 0, malformed(path, "truncated integer")
+				return 0, malformed(path.String(), "truncated integer")
 			}
 			if u > math.MaxInt64 {
-				return 0, malformed(path, "%d is out of range", u)
+				return 0, malformed(path.String(), "%d is out of range", u)
 			}
 			return int64(u), nil
 		}
 		n, err := dec.DecodeInt64()
 		if err != nil {
-			return 0, malformed(path, "truncated integer")
+			return 0, malformed(path.String(), "truncated integer")
 		}
 		return n, nil
 	case c == msgpcode.Float || c == msgpcode.Double:
 		x, err := dec.DecodeFloat64()
 		if err != nil {
-			return 0, malformed(path, "truncated number")
+			return 0, malformed(path.String(), "truncated number")
 		}
 		if x != math.Trunc(x) || x < -(1<<63) || x >= 1<<63 {
-			return 0, malformed(path, "%v is not an integer", x)
+			return 0, malformed(path.String(), "%v is not an integer", x)
 		}
 		return int64(x), nil
 	case msgpcode.IsExt(c):
@@ -544,18 +552,18 @@ func decodeInteger(dec *msgpack.Decoder, path string) (int64, error) {
 		}
 		return ms, nil
 	}
-	return 0, wrongType(path, "an integer", c)
+	return 0, wrongType(path.String(), "an integer", c)
 }
 
-func decodeNumber(dec *msgpack.Decoder, path string) (float64, error) {
+func decodeNumber(dec *msgpack.Decoder, path *where) (float64, error) {
 	c, err := dec.PeekCode()
 	if err != nil {
-		return 0, malformed(path, "truncated value")
+		return 0, malformed(path.String(), "truncated value")
 	}
 	if c == msgpcode.Float || c == msgpcode.Double {
 		x, err := dec.DecodeFloat64()
 		if err != nil {
-			return 0, malformed(path, "truncated number")
+			return 0, malformed(path.String(), "truncated number")
 		}
 		return x, nil
 	}
@@ -564,17 +572,17 @@ func decodeNumber(dec *msgpack.Decoder, path string) (float64, error) {
 }
 
 // decodeTimestampMs reads a MessagePack timestamp extension (type −1).
-func decodeTimestampMs(dec *msgpack.Decoder, path string) (int64, error) {
+func decodeTimestampMs(dec *msgpack.Decoder, path *where) (int64, error) {
 	id, n, err := dec.DecodeExtHeader()
 	if err != nil {
-		return 0, malformed(path, "truncated extension")
+		return 0, malformed(path.String(), "truncated extension")
 	}
 	if id != -1 || (n != 4 && n != 8 && n != 12) {
-		return 0, malformed(path, "unsupported extension type %d", id)
+		return 0, malformed(path.String(), "unsupported extension type %d", id)
 	}
 	var b [12]byte
 	if err := dec.ReadFull(b[:n]); err != nil {
-		return 0, malformed(path, "truncated extension")
+		return 0, malformed(path.String(), "truncated extension")
 	}
 	var sec, nsec int64
 	switch n {
@@ -590,18 +598,18 @@ func decodeTimestampMs(dec *msgpack.Decoder, path string) (int64, error) {
 	return sec*1000 + nsec/1_000_000, nil
 }
 
-func decodeMap(dec *msgpack.Decoder, path string) (map[string]any, error) {
+func decodeMap(dec *msgpack.Decoder, path *where) (map[string]any, error) {
 	n, err := decodeMapLen(dec, path)
 	if err != nil {
 		return nil, err
 	}
 	m := make(map[string]any, min(n, 16))
 	for range n {
-		k, err := decodeKey(dec, path+".")
+		k, err := decodeKey(dec, path)
 		if err != nil {
 			return nil, err
 		}
-		x, err := decodeAny(dec, path+"."+k)
+		x, err := decodeAny(dec, path.key(k))
 		if err != nil {
 			return nil, err
 		}
@@ -617,9 +625,9 @@ const maxDepth = 32
 // decodeAny reads a free-form value (tool parameters, meta): integers
 // become int64, floats float64, undefined becomes nil and timestamps
 // milliseconds. Maps must have string keys.
-func decodeAny(dec *msgpack.Decoder, path string) (any, error) {
-	if strings.Count(path, ".")+strings.Count(path, "[") > maxDepth {
-		return nil, malformed(path, "nested too deeply")
+func decodeAny(dec *msgpack.Decoder, path *where) (any, error) {
+	if path.depth > maxDepth {
+		return nil, malformed(path.String(), "nested too deeply")
 	}
 	absent, err := skipAbsent(dec, path)
 	if err != nil || absent {
@@ -643,9 +651,12 @@ func decodeAny(dec *msgpack.Decoder, path string) (any, error) {
 	case msgpcode.IsFixedNum(c) || (c >= msgpcode.Uint8 && c <= msgpcode.Int64) || msgpcode.IsExt(c):
 		return decodeInteger(dec, path)
 	case msgpcode.IsBin(c):
+		if err := fits(dec, path); err != nil {
+			return nil, err
+		}
 		b, err := dec.DecodeBytes()
 		if err != nil {
-			return nil, malformed(path, "truncated bytes")
+			return nil, malformed(path.String(), "truncated bytes")
 		}
 		return b, nil
 	case msgpcode.IsFixedMap(c) || c == msgpcode.Map16 || c == msgpcode.Map32:
@@ -654,7 +665,7 @@ func decodeAny(dec *msgpack.Decoder, path string) (any, error) {
 		n, _ := decodeArrayLen(dec, path)
 		out := make([]any, 0, min(n, 64))
 		for i := range n {
-			x, err := decodeAny(dec, path+"["+itoa(int64(i))+"]")
+			x, err := decodeAny(dec, path.elem(i))
 			if err != nil {
 				return nil, err
 			}
@@ -662,7 +673,7 @@ func decodeAny(dec *msgpack.Decoder, path string) (any, error) {
 		}
 		return out, nil
 	}
-	return nil, wrongType(path, "a value", c)
+	return nil, wrongType(path.String(), "a value", c)
 }
 
 func wrongType(path, want string, c byte) *DecodeError {
@@ -691,4 +702,36 @@ func codeName(c byte) string {
 		return "an extension"
 	}
 	return fmt.Sprintf("code 0x%02x", c)
+}
+
+// where is where a value sits in an envelope ("body.toolCalls[2].name"),
+// for a DecodeError. It is spelled out only for an error: a path string
+// built for every value would let a hostile packet of long keys above long
+// arrays cost the square of its size, in allocations and in time.
+type where struct {
+	up    *where
+	name  string
+	index int // an array element's; -1 for a map key's value
+	depth int
+}
+
+func at(name string) *where { return &where{name: name, index: -1} }
+
+func (w *where) key(k string) *where { return &where{up: w, name: k, index: -1, depth: w.depth + 1} }
+
+func (w *where) elem(i int) *where { return &where{up: w, index: i, depth: w.depth + 1} }
+
+func (w *where) String() string {
+	if w == nil {
+		return ""
+	}
+	up := w.up.String()
+	switch {
+	case w.index >= 0:
+		return up + "[" + itoa(int64(w.index)) + "]"
+	case up == "":
+		return w.name
+	default:
+		return up + "." + w.name
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"math"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -196,6 +197,15 @@ func TestDecodeRejects(t *testing.T) {
 		{"client tool without a name", build(t, "stanzaId", 7, "conversationId", "c", "type", 12, "body", kv{"tools", []any{map[string]any{"description": "x"}}}), CodeMalformed, "body.tools[0].name", true},
 		{"client tools not an array", build(t, "stanzaId", 7, "conversationId", "c", "type", 12, "body", kv{"tools", "x"}), CodeMalformed, "body.tools", true},
 		{"over 15 KiB", step(t, h("01"), "pad", strings.Repeat("x", MaxPacketBytes)), CodeMalformed, "", false},
+		// Lengths that claim more than the packet holds. The body is
+		// delimited before it is decoded, so a length inside it is the
+		// body's fault.
+		{"string claiming 4 GiB", step(t, h("01"), "content", h("db ff ff ff ff 41")), CodeMalformed, "body", true},
+		{"key claiming 4 GiB", h("81 db ff ff ff ff"), CodeMalformed, "", false},
+		{"bytes claiming 4 GiB in a free-form value", build(t, "stanzaId", 7, "conversationId", "c", "type", 6, "body", kv{"id", "t", "toolName", "x", "execution", "server", "parameters", kv{"p", h("c6 ff ff ff ff 00")}}), CodeMalformed, "body", true},
+		{"unknown field claiming 4 GiB", step(t, h("01"), "later", h("c6 ff ff ff ff 00")), CodeMalformed, "body", true},
+		{"unknown envelope key claiming 4 GiB", build(t, "stanzaId", 7, "extra", h("db ff ff ff ff 00")), CodeMalformed, "extra", true},
+		{"body array claiming 4 billion items", build(t, "stanzaId", 7, "body", h("dd ff ff ff ff 00")), CodeMalformed, "body", true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -212,6 +222,46 @@ func TestDecodeRejects(t *testing.T) {
 			}
 			if de.HasStanzaID != c.hasStanza {
 				t.Errorf("HasStanzaID = %v, want %v (%v)", de.HasStanzaID, c.hasStanza, de)
+			}
+		})
+	}
+}
+
+// TestHostileLengthsCostWhatThePacketHolds: a packet costs the decoder
+// memory in proportion to its size, whatever lengths it claims and however
+// its values nest. Claimed lengths used to be allocated before reading (4
+// GiB for a five-byte header), and error paths were built for every value
+// (a long key above a long array cost the square of the packet).
+func TestHostileLengthsCostWhatThePacketHolds(t *testing.T) {
+	long := make(raw, 0, 7000)
+	long = append(long, 0xdc, 0x1b, 0x58) // array16 of 7000
+	for range 7000 {
+		long = append(long, 0x00)
+	}
+	cases := []struct {
+		name string
+		in   []byte
+	}{
+		{"bytes claiming 4 GiB", step(t, h("01"), "later", h("c6 ff ff ff ff 00"))},
+		{"a long key above a long array", build(t, "stanzaId", 7, "conversationId", "c", "type", 6, "body", kv{"id", "t", "toolName", "x", "execution", "server", "parameters", kv{strings.Repeat("k", 7000), long}})},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if len(c.in) > MaxPacketBytes {
+				t.Fatalf("%d bytes: the case does not fit a packet", len(c.in))
+			}
+			const runs = 50
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			for range runs {
+				_, _ = Unmarshal(c.in)
+			}
+			runtime.ReadMemStats(&after)
+			// What an honest packet of this size may cost: its values
+			// and their slices, a few times over.
+			per := (after.TotalAlloc - before.TotalAlloc) / runs
+			if limit := uint64(100 * MaxPacketBytes); per > limit {
+				t.Errorf("%d bytes allocated per decode of %d bytes; want at most %d", per, len(c.in), limit)
 			}
 		})
 	}

@@ -125,18 +125,18 @@ func UnmarshalLimit(b []byte, limit int) (*Envelope, error) {
 		}
 		return nil, de
 	}
-	n, err := decodeMapLen(s.dec, "envelope")
+	n, err := decodeMapLen(s.dec, at("envelope"))
 	if err != nil {
 		return fail(err)
 	}
 	for range n {
-		key, err := decodeKey(s.dec, "")
+		key, err := decodeKey(s.dec, nil)
 		if err != nil {
 			return fail(err)
 		}
 		switch key {
 		case "stanzaId":
-			v, err := decodeInteger(s.dec, key)
+			v, err := decodeInteger(s.dec, at(key))
 			if err != nil {
 				return fail(err)
 			}
@@ -146,28 +146,28 @@ func UnmarshalLimit(b []byte, limit int) (*Envelope, error) {
 			env.StanzaID, haveStanza = int32(v), true
 		case "conversationId":
 			// Empty or nil asks for a new conversation.
-			absent, err := skipAbsent(s.dec, key)
+			absent, err := skipAbsent(s.dec, at(key))
 			if err != nil {
 				return fail(err)
 			}
 			if !absent {
-				if env.ConversationID, err = decodeString(s.dec, key); err != nil {
+				if env.ConversationID, err = decodeString(s.dec, at(key)); err != nil {
 					return fail(err)
 				}
 			}
 			haveConv = true
 		case "type":
-			if typ, err = decodeInteger(s.dec, key); err != nil {
+			if typ, err = decodeInteger(s.dec, at(key)); err != nil {
 				return fail(err)
 			}
 			haveTy = true
 		case "meta":
-			absent, err := skipAbsent(s.dec, key)
+			absent, err := skipAbsent(s.dec, at(key))
 			if err != nil {
 				return fail(err)
 			}
 			if !absent {
-				if env.Meta, err = decodeMap(s.dec, key); err != nil {
+				if env.Meta, err = decodeMap(s.dec, at(key)); err != nil {
 					return fail(err)
 				}
 			}
@@ -175,13 +175,13 @@ func UnmarshalLimit(b []byte, limit int) (*Envelope, error) {
 			// Kept as a sub-slice and decoded once the type is known, since
 			// a client may put body before type.
 			start := len(b) - s.r.Len()
-			if err := s.dec.Skip(); err != nil {
-				return fail(malformed(key, "truncated value"))
+			if err := skip(s.dec); err != nil {
+				return fail(malformed(key, "%v", err))
 			}
 			body = b[start : len(b)-s.r.Len()]
 		default:
-			if err := s.dec.Skip(); err != nil {
-				return fail(malformed(key, "truncated value"))
+			if err := skip(s.dec); err != nil {
+				return fail(malformed(key, "%v", err))
 			}
 		}
 	}
@@ -204,7 +204,7 @@ func UnmarshalLimit(b []byte, limit int) (*Envelope, error) {
 	s.r.Reset(body)
 	s.dec.Reset(&s.r)
 	bv := reflect.New(info.rtype)
-	if err := info.plan.decodeStruct(s.dec, bv.Elem(), "body."); err != nil {
+	if err := info.plan.decodeStruct(s.dec, bv.Elem(), at("body")); err != nil {
 		return fail(err)
 	}
 	env.Body = bv.Interface().(Body)
