@@ -1,18 +1,15 @@
 package llm_test
 
 import (
-	"bytes"
 	"context"
-	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/alicia-voice/alicia/internal/failover"
+	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/llm"
 	"github.com/alicia-voice/alicia/llm/standin"
 )
@@ -29,46 +26,6 @@ func faultyStandin(t *testing.T, f standin.Fault) *httptest.Server {
 	ts := httptest.NewServer(s.Handler())
 	t.Cleanup(ts.Close)
 	return ts
-}
-
-// countingPosts serves h and counts the chat requests it was sent.
-func countingPosts(t *testing.T, h http.Handler) (*httptest.Server, *atomic.Int32) {
-	var n atomic.Int32
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost {
-			n.Add(1)
-		}
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(ts.Close)
-	return ts, &n
-}
-
-// slowly wraps h in a server that sends nothing for a minute, or until the
-// client gives up. It reads the request first: the server notices a
-// client that hangs up only once it has.
-func slowly(t *testing.T, h http.Handler) *httptest.Server {
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		select {
-		case <-time.After(time.Minute):
-			h.ServeHTTP(w, r)
-		case <-r.Context().Done():
-		}
-	}))
-	t.Cleanup(ts.Close)
-	return ts
-}
-
-func closedURL(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := "http://" + ln.Addr().String()
-	ln.Close()
-	return u
 }
 
 // servers is the pool of a client New returned.
@@ -94,14 +51,14 @@ func TestModelFailover(t *testing.T) {
 		name  string
 		first func(t *testing.T) string
 	}{
-		{"down", closedURL},
+		{"down", func(t *testing.T) string { return testenv.ClosedURL(t) }},
 		{"erroring", func(t *testing.T) string {
 			return faultyStandin(t, standin.Fault{Kind: "http", Status: 500, Message: "engine died"}).URL
 		}},
-		{"slow", func(t *testing.T) string { return slowly(t, good.Handler()).URL }},
+		{"slow", func(t *testing.T) string { return testenv.SlowServer(t, good.Handler()).URL }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			second, posts := countingPosts(t, good.Handler())
+			second, posts := testenv.CountingServer(t, good.Handler(), isPost)
 			first := tc.first(t) + "/vllm/v1"
 			c, err := llm.New(llm.Config{Backend: "openai", URL: first + ", " + second.URL + "/vllm/v1", Model: "Qwen3-8B",
 				FirstByteTimeout: 300 * time.Millisecond})
@@ -129,7 +86,7 @@ func TestModelFailover(t *testing.T) {
 func TestModelMidStreamErrorNotRetried(t *testing.T) {
 	broken := faultyStandin(t, standin.Fault{Kind: "error", AfterTokens: 6, Message: "CUDA out of memory"})
 	good, _ := standin.New(testScenarios, standin.Pacing{TTFTMs: 1, TokenMs: 1}, nil)
-	second, posts := countingPosts(t, good.Handler())
+	second, posts := testenv.CountingServer(t, good.Handler(), isPost)
 	c, err := llm.New(llm.Config{Backend: "openai", URL: broken.URL + "/vllm/v1," + second.URL + "/vllm/v1", Model: "Qwen3-8B"})
 	if err != nil {
 		t.Fatal(err)
@@ -148,7 +105,7 @@ func TestModelMidStreamErrorNotRetried(t *testing.T) {
 func TestModelBadRequestNotFailedOver(t *testing.T) {
 	bad := faultyStandin(t, standin.Fault{Kind: "http", Status: 400, Message: "prompt too long"})
 	good, _ := standin.New(testScenarios, standin.Pacing{TTFTMs: 1, TokenMs: 1}, nil)
-	second, posts := countingPosts(t, good.Handler())
+	second, posts := testenv.CountingServer(t, good.Handler(), isPost)
 	c, _ := llm.New(llm.Config{Backend: "openai", URL: bad.URL + "/vllm/v1," + second.URL + "/vllm/v1", Model: "Qwen3-8B"})
 	got := plainTurn(t, c)
 	if len(got) == 0 || got[len(got)-1] != "error: http 400" || posts.Load() != 0 {
@@ -161,7 +118,7 @@ func TestModelBadRequestNotFailedOver(t *testing.T) {
 // token, and its reasoning streams as reasoning from the start.
 func TestModelProbesFailOver(t *testing.T) {
 	base := aliasStandin(t, nil)
-	c, err := llm.New(llm.Config{Backend: "openai", URL: closedURL(t) + "/vllm-noparser/v1," + base + "/vllm-noparser/v1", Model: "assistant"})
+	c, err := llm.New(llm.Config{Backend: "openai", URL: testenv.ClosedURL(t) + "/vllm-noparser/v1," + base + "/vllm-noparser/v1", Model: "assistant"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,3 +129,5 @@ func TestModelProbesFailOver(t *testing.T) {
 		t.Fatalf("the reasoning came in %d events: the probe did not reach the second server", n)
 	}
 }
+
+func isPost(r *http.Request) bool { return r.Method == http.MethodPost }

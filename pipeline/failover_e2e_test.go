@@ -1,11 +1,9 @@
 package pipeline_test
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -34,21 +32,11 @@ var badServers = []struct {
 	name string
 	wrap func(t *testing.T, h http.Handler) string
 }{
-	{"down", func(t *testing.T, _ http.Handler) string { return closedPort(t) }},
+	{"down", func(t *testing.T, _ http.Handler) string { return testenv.ClosedURL(t) }},
 	{"erroring", func(t *testing.T, h http.Handler) string {
 		return gated(t, h, func() bool { return true }).URL
 	}},
-	{"slow", func(t *testing.T, h http.Handler) string { return slowServer(t, h) }},
-}
-
-func closedPort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := "http://" + ln.Addr().String()
-	ln.Close()
-	return u
+	{"slow", func(t *testing.T, h http.Handler) string { return testenv.SlowServer(t, h).URL }},
 }
 
 // gated serves h, or HTTP 500 while down says so.
@@ -64,35 +52,6 @@ func gated(t *testing.T, h http.Handler, down func() bool) *httptest.Server {
 	return ts
 }
 
-// slowServer holds every request for a minute before serving it with h;
-// it reads the request first, so that it sees a client hang up.
-func slowServer(t *testing.T, h http.Handler) string {
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		select {
-		case <-time.After(time.Minute):
-			h.ServeHTTP(w, r)
-		case <-r.Context().Done():
-		}
-	}))
-	t.Cleanup(ts.Close)
-	return ts.URL
-}
-
-// counting serves h and counts the requests to paths ending in suffix.
-func counting(t *testing.T, h http.Handler, suffix string) (*httptest.Server, *atomic.Int32) {
-	var n atomic.Int32
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, suffix) {
-			n.Add(1)
-		}
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(ts.Close)
-	return ts, &n
-}
-
 // A typed question over a real livekit-server is answered by the second
 // model server, within the same turn, when the first is down, erroring or
 // slow; the pool (what /readyz shows) says the second serves.
@@ -101,7 +60,7 @@ func TestModelFailoverOverLiveKit(t *testing.T) {
 	good, _ := standin.New(nil, standin.Pacing{TTFTMs: 5, TokenMs: 1}, nil)
 	for _, bad := range badServers {
 		t.Run(bad.name, func(t *testing.T) {
-			second, asked := counting(t, good.Handler(), "/chat/completions")
+			second, asked := testenv.CountingServer(t, good.Handler(), pathEnds("/chat/completions"))
 			first := bad.wrap(t, good.Handler()) + "/vllm/v1"
 			client, err := llm.New(llm.Config{Backend: "openai", URL: first + "," + second.URL + "/vllm/v1", Model: "Qwen3-8B",
 				FirstByteTimeout: 500 * time.Millisecond})
@@ -189,7 +148,7 @@ func TestSpeechFailoverOverLiveKit(t *testing.T) {
 	for _, bad := range badServers {
 		t.Run(bad.name, func(t *testing.T) {
 			h := speechStandin(t, question)
-			second, synthesised := counting(t, h, "/audio/speech")
+			second, synthesised := testenv.CountingServer(t, h, pathEnds("/audio/speech"))
 			pc := voice.ProviderConfig{
 				STTURL: bad.wrap(t, h) + "/v1," + second.URL + "/v1", TTSURL: bad.wrap(t, h) + "/v1," + second.URL + "/v1",
 				STTFirstByte: time.Second, TTSFirstByte: time.Second,
@@ -354,7 +313,7 @@ func transcriber(t *testing.T, delay time.Duration, text string) (*httptest.Serv
 		case <-r.Context().Done():
 		}
 	})
-	return counting(t, h, "/audio/transcriptions")
+	return testenv.CountingServer(t, h, pathEnds("/audio/transcriptions"))
 }
 
 // An upload is answered once it is transcribed, which takes longer the
@@ -392,4 +351,9 @@ func TestFailoverWaitsForLongUploads(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pathEnds counts the requests to paths ending in suffix.
+func pathEnds(suffix string) func(*http.Request) bool {
+	return func(r *http.Request) bool { return strings.HasSuffix(r.URL.Path, suffix) }
 }

@@ -17,6 +17,31 @@ import (
 // LiveKit and its database answers, and not ready, naming LiveKit, once
 // LiveKit is gone.
 func TestReadiness(t *testing.T) {
+	t.Setenv("ALICIA_DATABASE_URL", testenv.Database(t))
+	t.Setenv("ALICIA_LLM_URL", "http://127.0.0.1:1/v1") // never asked here
+	lk, addr := startServe(t)
+	rep := waitReadyz(t, addr, "ready", http.StatusOK)
+	if rep.Checks["livekit"] != "ok" || rep.Checks["database"] != "ok" || !rep.Ready {
+		t.Fatalf("ready without every check: %+v", rep)
+	}
+	if err := runHealth(context.Background(), []string{"-http-addr", addr}, nil, io.Discard, io.Discard); err != nil {
+		t.Fatalf("alicia health while ready: %v", err)
+	}
+
+	lk.Kill()
+	rep = waitReadyz(t, addr, "not ready", http.StatusServiceUnavailable)
+	if rep.Ready || rep.Checks["livekit"] == "ok" || rep.Checks["database"] != "ok" {
+		t.Fatalf("not ready for the wrong reason: %+v", rep)
+	}
+	if err := runHealth(context.Background(), []string{"-http-addr", addr}, nil, io.Discard, io.Discard); err == nil {
+		t.Fatal("alicia health passed without LiveKit")
+	}
+}
+
+// startServe runs serve, with the environment the test set, against a
+// livekit-server of its own until the test ends, and returns that server
+// and the address of serve's HTTP API.
+func startServe(t *testing.T) (*testenv.LiveKit, string) {
 	lk := testenv.StartLiveKit(t)
 	port, err := lkserver.FreePort("tcp")
 	if err != nil {
@@ -26,57 +51,36 @@ func TestReadiness(t *testing.T) {
 	t.Setenv("ALICIA_LIVEKIT_URL", lk.URL)
 	t.Setenv("ALICIA_LIVEKIT_API_KEY", lk.APIKey)
 	t.Setenv("ALICIA_LIVEKIT_API_SECRET", lk.APISecret)
-	t.Setenv("ALICIA_DATABASE_URL", testenv.Database(t))
 	t.Setenv("ALICIA_HTTP_ADDR", addr)
-	t.Setenv("ALICIA_LLM_URL", "http://127.0.0.1:1/v1") // never asked here
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- runServe(ctx, nil, nil, io.Discard, io.Discard) }()
-	defer func() {
+	t.Cleanup(func() {
 		cancel()
 		<-served
-	}()
+	})
+	return lk, addr
+}
 
-	ready := func() (int, readyReport) {
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err != nil {
-			return 0, readyReport{}
+// waitReadyz polls /readyz until it answers with status (polling a
+// server's answer, not proving an absence) and returns its report.
+func waitReadyz(t *testing.T, addr, what string, status int) readyReport {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, rep := 0, readyReport{}
+		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
+			_ = json.NewDecoder(resp.Body).Decode(&rep)
+			resp.Body.Close()
+			code = resp.StatusCode
 		}
-		defer resp.Body.Close()
-		var rep readyReport
-		_ = json.NewDecoder(resp.Body).Decode(&rep)
-		return resp.StatusCode, rep
-	}
-	// Polling a server's answer, not proving an absence.
-	waitFor := func(what string, ok func(int, readyReport) bool) readyReport {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			code, rep := ready()
-			if ok(code, rep) {
-				return rep
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: last answer %d %+v", what, code, rep)
-			}
-			time.Sleep(50 * time.Millisecond)
+		if code == status {
+			return rep
 		}
-	}
-	rep := waitFor("ready", func(code int, _ readyReport) bool { return code == http.StatusOK })
-	if rep.Checks["livekit"] != "ok" || rep.Checks["database"] != "ok" || !rep.Ready {
-		t.Fatalf("ready without every check: %+v", rep)
-	}
-	if err := runHealth(context.Background(), []string{"-http-addr", addr}, nil, io.Discard, io.Discard); err != nil {
-		t.Fatalf("alicia health while ready: %v", err)
-	}
-
-	lk.Kill()
-	rep = waitFor("not ready", func(code int, _ readyReport) bool { return code == http.StatusServiceUnavailable })
-	if rep.Ready || rep.Checks["livekit"] == "ok" || rep.Checks["database"] != "ok" {
-		t.Fatalf("not ready for the wrong reason: %+v", rep)
-	}
-	if err := runHealth(context.Background(), []string{"-http-addr", addr}, nil, io.Discard, io.Discard); err == nil {
-		t.Fatal("alicia health passed without LiveKit")
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: last answer %d %+v", what, code, rep)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -101,43 +105,10 @@ func TestReadyURL(t *testing.T) {
 // servers do not decide readiness (text works with speech down, and a
 // model server down is left for the next).
 func TestReadinessReportsServers(t *testing.T) {
-	lk := testenv.StartLiveKit(t)
-	port, err := lkserver.FreePort("tcp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	t.Setenv("ALICIA_LIVEKIT_URL", lk.URL)
-	t.Setenv("ALICIA_LIVEKIT_API_KEY", lk.APIKey)
-	t.Setenv("ALICIA_LIVEKIT_API_SECRET", lk.APISecret)
-	t.Setenv("ALICIA_HTTP_ADDR", addr)
 	t.Setenv("ALICIA_VOICE", "off")
 	t.Setenv("ALICIA_LLM_URL", "http://127.0.0.1:1/v1, http://user:secret@127.0.0.1:2/v1") // never asked here
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- runServe(ctx, nil, nil, io.Discard, io.Discard) }()
-	defer func() {
-		cancel()
-		<-served
-	}()
-	// Polling a server's answer, not proving an absence.
-	deadline := time.Now().Add(30 * time.Second)
-	var rep readyReport
-	for {
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err == nil {
-			rep = readyReport{}
-			_ = json.NewDecoder(resp.Body).Decode(&rep)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready: %+v", rep)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	_, addr := startServe(t)
+	rep := waitReadyz(t, addr, "ready", http.StatusOK)
 	llm := rep.Servers["llm"]
 	if llm.Serving != "http://127.0.0.1:1/v1" || len(llm.Servers) != 2 || llm.Servers[0].State != "serving" || llm.Servers[1].State != "up" ||
 		llm.Servers[1].URL != "http://user:xxxxx@127.0.0.1:2/v1" {

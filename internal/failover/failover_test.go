@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/alicia-voice/alicia/internal/testenv"
 )
 
 // get is an attempt as the HTTP clients make one: a refused connection,
@@ -61,16 +62,6 @@ func serve(t *testing.T, h http.HandlerFunc) *counted {
 	return c
 }
 
-func closedPort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return "http://" + addr
-}
-
 type clock struct {
 	mu sync.Mutex
 	t  time.Time
@@ -101,7 +92,7 @@ func TestRefusedAndErroringServersAreSkipped(t *testing.T) {
 		http.Error(w, "overloaded", http.StatusServiceUnavailable)
 	})
 	good := serve(t, func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "answer") })
-	refused := closedPort(t)
+	refused := testenv.ClosedURL(t)
 	p, clk, logs := newPool([]string{refused, failing.URL, good.URL}, Config{CoolOff: 30 * time.Second})
 	ctx := context.Background()
 
