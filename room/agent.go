@@ -32,6 +32,10 @@ type Agent struct {
 	draining bool
 	// voice, if set, gives every room the voice path (EnableVoice).
 	voice *VoiceConfig
+	// leases, with a store that keeps them, and this process's name in
+	// them.
+	leases   Leases
+	workerID string
 }
 
 // NewAgent prepares an agent; Run starts it.
@@ -45,6 +49,8 @@ func NewAgent(cfg Config, store storage.Store, metrics *Metrics, open func(id st
 	a.worker.assign = a.assign
 	a.worker.load = a.load
 	a.dispatch = lksdk.NewAgentDispatchServiceClient(cfg.httpURL(), cfg.APIKey, cfg.APISecret)
+	a.leases, _ = store.(Leases)
+	a.workerID = newWorkerID()
 	return a
 }
 
@@ -62,8 +68,22 @@ func (a *Agent) Run(ctx context.Context) {
 		defer close(workerDone)
 		a.worker.run(runCtx)
 	}()
+	stopLease := func() {}
+	if a.leases != nil {
+		leaseCtx, cancelLease := context.WithCancel(runCtx)
+		leaseDone := make(chan struct{})
+		go func() {
+			defer close(leaseDone)
+			a.keepLease(leaseCtx, a.leases)
+		}()
+		stopLease = func() {
+			cancelLease()
+			<-leaseDone
+			a.endLease(a.leases)
+		}
+	}
 	<-ctx.Done()
-	a.handOver()
+	a.handOver(stopLease)
 	cancel()
 	<-workerDone
 	a.wg.Wait()
@@ -140,7 +160,7 @@ func (a *Agent) redispatch(room string) {
 // LiveKit to dispatch each room again: another process under the same
 // agent name takes it over (and replaces this bot, whose identity it
 // shares).
-func (a *Agent) handOver() {
+func (a *Agent) handOver(stopLease func()) {
 	a.mu.Lock()
 	a.draining = true
 	jobs := make([]*job, 0, len(a.jobs))
@@ -154,6 +174,9 @@ func (a *Agent) handOver() {
 			j.session.Close()
 		}
 	}
+	// Given up before the store closes: this process dispatches its rooms
+	// itself, and nobody must take them over again.
+	stopLease()
 	flushCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	if err := a.store.Close(flushCtx); err != nil {
 		a.log.Error("flushing storage before handing rooms over", "err", err)

@@ -42,6 +42,12 @@ type Config struct {
 	// AssumedFeatures.
 	AssumeAfter     time.Duration // ALICIA_ASSUME_CONFIGURATION_AFTER
 	AssumedFeatures []string      // ALICIA_ASSUMED_FEATURES
+	// LeaseTTL: with Postgres, each process renews a lease this long,
+	// several times per period; when one lapses, another process has its
+	// rooms dispatched again at once. Longer tolerates slower database
+	// round trips before a live process is taken for dead; shorter brings
+	// a killed process's users a new bot sooner.
+	LeaseTTL time.Duration // ALICIA_LEASE_TTL
 }
 
 // Flags registers the configuration's flags on fs. There is no default
@@ -61,6 +67,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.TokenFailureEvery, "token-failure-every", defaultFailureEvery, "a throttled address gets one more try this often")
 	fs.BoolVar(&c.TrustForwardedFor, "trust-forwarded-for", false, "the HTTP API is behind a proxy that appends the client address to X-Forwarded-For")
 	fs.DurationVar(&c.AssumeAfter, "assume-configuration-after", defaultAssumeAfter, "how long a client that talks without a Configuration is asked for one before it is served with -assumed-features")
+	fs.DurationVar(&c.LeaseTTL, "lease-ttl", defaultLeaseTTL, "with Postgres: how long this process's lease lasts unrenewed before another process takes its rooms over")
 	fs.Func("assumed-features", "features assumed for a client that never sent a Configuration, comma-separated (default "+strings.Join(defaultAssumedFeatures, ",")+"; 'none' for none)", func(v string) error {
 		c.AssumedFeatures = splitFeatures(v)
 		if strings.TrimSpace(v) == "none" {
@@ -88,6 +95,11 @@ const (
 	// held 2 s is still answered before a model would have finished
 	// thinking about it.
 	defaultAssumeAfter = 2 * time.Second
+	// defaultLeaseTTL is renewed every quarter of it, so three renewals
+	// in a row must fail (or take 375 ms more each) before a live process
+	// is taken for dead; a killed one's rooms are dispatched again within
+	// it plus one renewal period.
+	defaultLeaseTTL = 1500 * time.Millisecond
 )
 
 // defaultAssumedFeatures are what the specification's clients announce:
@@ -115,6 +127,9 @@ func (c *Config) Validate() error {
 	}
 	if c.AssumeAfter <= 0 {
 		return fmt.Errorf("ALICIA_ASSUME_CONFIGURATION_AFTER must be positive, not %v", c.AssumeAfter)
+	}
+	if c.LeaseTTL < 200*time.Millisecond {
+		return fmt.Errorf("ALICIA_LEASE_TTL must be at least 200ms, not %v", c.LeaseTTL)
 	}
 	if c.LiveKitURL == "" {
 		return nil // serve starts its own livekit-server with fresh credentials
@@ -154,6 +169,9 @@ func (c *Config) withDefaults() {
 	}
 	if c.AssumedFeatures == nil {
 		c.AssumedFeatures = defaultAssumedFeatures
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = defaultLeaseTTL
 	}
 }
 

@@ -46,6 +46,7 @@ func (*echo) Configure(_ context.Context, _ string, features []string) []string 
 	return reasoning.ModeFromFeatures(features).Features(slices.Contains(features, wire.FeaturePartialReasoning))
 }
 func (*echo) Greeting(context.Context, string) []string { return nil }
+func (*echo) Recover(pipeline.Face)                     {}
 func (e *echo) Close() {
 	e.stop()
 	e.wg.Wait()

@@ -34,6 +34,9 @@ type Conversation interface {
 	Greeting(ctx context.Context, identity string) []string
 	// Features are the server's own features stated in its Configuration.
 	Features() []string
+	// Recover ends, for face's clients and in storage, the answers a dead
+	// process left streaming.
+	Recover(face pipeline.Face)
 	Close()
 }
 
@@ -240,6 +243,8 @@ func newSession(parent context.Context, c SessionConfig, out publisher) *Session
 	s.ctx, s.stop = context.WithCancel(parent)
 	s.wctx, s.wcancel = context.WithCancel(context.WithoutCancel(parent))
 	s.conv = c.Open(c.ID)
+	// This bot may be taking the conversation over from one that died.
+	s.conv.Recover(s)
 	go s.write()
 	s.wg.Add(1)
 	go s.run()

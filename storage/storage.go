@@ -49,6 +49,9 @@ const (
 	StatusStopped    = "stopped"
 	StatusFailed     = "failed"
 	StatusSuperseded = "superseded"
+	// StatusInterrupted: the process streaming the answer died; the bot
+	// that took the conversation over found it unfinished.
+	StatusInterrupted = "interrupted"
 )
 
 // Message is a user or assistant message. Saving a message again with the
