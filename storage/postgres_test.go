@@ -72,7 +72,7 @@ func TestMigrateUpDownUp(t *testing.T) {
 	}
 	defer pool.Close()
 	c := connect(t, url)
-	want := []string{"alicia_conversations", "alicia_envelopes", "alicia_messages", "alicia_reasoning_steps", "alicia_stanza_blocks", "alicia_user_preferences"}
+	want := []string{"alicia_conversations", "alicia_envelopes", "alicia_messages", "alicia_reasoning_steps", "alicia_stanza_blocks", "alicia_user_preferences", "alicia_worker_leases"}
 	for i, dir := range []string{"up", "down", "up"} {
 		if err := storage.Migrate(ctx, pool, dir); err != nil {
 			t.Fatalf("%s: %v", dir, err)
