@@ -36,6 +36,7 @@ type Agent struct {
 	// them.
 	leases   Leases
 	workerID string
+	rooms    *lksdk.RoomServiceClient
 }
 
 // NewAgent prepares an agent; Run starts it.
@@ -49,6 +50,7 @@ func NewAgent(cfg Config, store storage.Store, metrics *Metrics, open func(id st
 	a.worker.assign = a.assign
 	a.worker.load = a.load
 	a.dispatch = lksdk.NewAgentDispatchServiceClient(cfg.httpURL(), cfg.APIKey, cfg.APISecret)
+	a.rooms = lksdk.NewRoomServiceClient(cfg.httpURL(), cfg.APIKey, cfg.APISecret)
 	a.leases, _ = store.(Leases)
 	a.workerID = newWorkerID()
 	return a
@@ -74,7 +76,7 @@ func (a *Agent) Run(ctx context.Context) {
 		leaseDone := make(chan struct{})
 		go func() {
 			defer close(leaseDone)
-			a.keepLease(leaseCtx, a.leases)
+			a.keepLease(leaseCtx)
 		}()
 		stopLease = func() {
 			cancelLease()
@@ -123,6 +125,19 @@ func (a *Agent) assign(lj *livekit.Job, token string) {
 		return
 	}
 	j := &job{id: lj.Id, room: lj.Room.GetName(), ended: make(chan struct{})}
+	// Before the job is listed: the lease reads its connection.
+	j.conn = a.connTo(j.room)
+	if a.serving(j.room) {
+		a.mu.Unlock()
+		// Its bot here is rejoining after a LiveKit restart (the client's
+		// rejoin created the room again, which dispatched the agent): a
+		// second bot would replace it, and a client resuming would find
+		// nothing of what the first one's session keeps for it.
+		a.log.Info("this process serves the room already; the new job yields", "room", j.room, "job", j.id)
+		a.metrics.jobs.WithLabelValues("yielded").Inc()
+		a.worker.jobStatus(lj.Id, livekit.JobStatus_JS_SUCCESS, "served here already")
+		return
+	}
 	a.jobs[j.id] = j
 	if len(a.jobs) == a.cfg.MaxSessions {
 		// LiveKit sends no more rooms here until one ends: say why.
@@ -142,6 +157,29 @@ func (a *Agent) assign(lj *livekit.Job, token string) {
 		a.worker.loadChanged()
 		a.worker.jobStatus(j.id, status, reason)
 	}()
+}
+
+// serving reports whether a job of this process holds room and has not
+// given it up. Under a.mu.
+func (a *Agent) serving(room string) bool {
+	for _, j := range a.jobs {
+		if j.room == room && !j.leaving.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// giveUp hands a room the job lost to another bot: its lease stops naming
+// it first, so that the new bot does not yield to this one.
+func (a *Agent) giveUp(j *job) {
+	j.leaving.Store(true)
+	if a.leases != nil {
+		ctx, cancel := context.WithTimeout(a.ctx, a.cfg.LeaseTTL)
+		a.renew(ctx)
+		cancel()
+	}
+	a.redispatch(j.room)
 }
 
 // redispatch asks LiveKit to send a bot to a room again, so that a
@@ -183,6 +221,7 @@ func (a *Agent) handOver(stopLease func()) {
 	}
 	cancel()
 	for _, j := range jobs {
+		j.leaving.Store(true)
 		a.redispatch(j.room)
 		a.metrics.jobs.WithLabelValues("handed_over").Inc()
 		close(j.ended)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"sync/atomic"
 	"time"
 
 	"github.com/livekit/protocol/livekit"
@@ -21,13 +22,23 @@ type job struct {
 	session *Session
 	conn    *conn
 	ended   chan struct{}
+	// leaving: the job gave its room up and asked for another bot; a
+	// job for the same room no longer yields to it.
+	leaving atomic.Bool
 }
 
 // runJob is one room's life: join, serve the conversation, leave.
 func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	log := a.log.With("room", j.room, "job", j.id)
 	assigned := time.Now()
-	j.conn = a.connTo(j.room)
+	if a.servedElsewhere(j.room) {
+		// Its bot is rejoining after a LiveKit restart; a second bot would
+		// replace it and lose what its session holds for the clients'
+		// resume.
+		log.Info("another process serves this room; leaving it to that bot")
+		a.metrics.jobs.WithLabelValues("yielded").Inc()
+		return livekit.JobStatus_JS_SUCCESS, "another process serves the room"
+	}
 	sess := newSession(a.ctx, SessionConfig{ID: j.room, Store: a.store, Open: a.open, Metrics: a.metrics, Logger: a.log,
 		AssumeAfter: a.cfg.AssumeAfter, AssumedFeatures: a.cfg.AssumedFeatures}, j.conn)
 	j.session = sess
@@ -143,7 +154,7 @@ func (a *Agent) serveRoom(j *job, room *lksdk.Room, ev *roomEvents) (livekit.Job
 			}
 			ev.log.Warn("lost the room", "reason", reason)
 			a.metrics.jobs.WithLabelValues("failed").Inc()
-			a.redispatch(j.room)
+			a.giveUp(j)
 			return livekit.JobStatus_JS_FAILED, fmt.Sprintf("disconnected: %v", reason)
 		case <-j.ended:
 			room.Disconnect()
@@ -174,13 +185,31 @@ func (e *roomEvents) callback() *lksdk.RoomCallback {
 	cb.OnParticipantDisconnected = e.participantDisconnected
 	cb.OnAttributesChanged = e.attributesChanged
 	cb.OnDisconnectedWithReason = e.disconnectedWithReason
-	cb.OnReconnected = e.sess.reconnected
+	cb.OnReconnected = e.reconnected
 	if e.mics != nil {
 		cb.OnTrackPublished = e.mics.published
 		cb.OnTrackSubscribed = e.mics.subscribed
 		cb.OnTrackUnsubscribed = e.mics.unsubscribed
 	}
 	return cb
+}
+
+// reconnected: the SDK is back in the room. After a full rejoin (the
+// LiveKit server restarted) it announces nobody who was there already,
+// though their connections are new: each is announced here, and one whose
+// connection changed is greeted again.
+func (e *roomEvents) reconnected() {
+	e.sess.reconnected()
+	r := e.conn.get()
+	if r == nil {
+		return
+	}
+	for _, p := range r.GetRemoteParticipants() {
+		if p.Kind() != lksdk.ParticipantAgent {
+			e.sess.arrived(p.Identity(), p.Attributes())
+		}
+	}
+	e.countHumans()
 }
 
 func (e *roomEvents) dataPacket(data lksdk.DataPacket, p lksdk.DataReceiveParams) {

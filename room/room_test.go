@@ -70,7 +70,7 @@ func (e *echo) Handle(s pipeline.Face, in pipeline.Inbound) {
 					return
 				case <-time.After(20 * time.Millisecond):
 				}
-				s.Send(&wire.AssistantSentence{PreviousID: "am_1", ConversationID: e.id, Sequence: int32(i), Text: fmt.Sprintf("sentence %d", i), IsFinal: i == n})
+				s.Send(&wire.AssistantSentence{PreviousID: "am_" + m.ID, ConversationID: e.id, Sequence: int32(i), Text: fmt.Sprintf("sentence %d", i), IsFinal: i == n})
 			}
 		}()
 	case m.Content == "big":

@@ -8,7 +8,6 @@ import (
 	"github.com/livekit/protocol/auth"
 	"github.com/livekit/protocol/livekit"
 	"github.com/livekit/protocol/webhook"
-	lksdk "github.com/livekit/server-sdk-go/v2"
 )
 
 // WebhookHandler receives LiveKit's webhooks (livekit.yaml: webhook.urls
@@ -22,7 +21,6 @@ import (
 // rooms itself (handOver), so those departures are left alone.
 func (a *Agent) WebhookHandler() http.Handler {
 	keys := auth.NewSimpleKeyProvider(a.cfg.APIKey, a.cfg.APISecret)
-	rooms := lksdk.NewRoomServiceClient(a.cfg.httpURL(), a.cfg.APIKey, a.cfg.APISecret)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ev, err := webhook.ReceiveWebhookEvent(r, keys)
 		if err != nil {
@@ -35,17 +33,17 @@ func (a *Agent) WebhookHandler() http.Handler {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
-		a.takeOver(r.Context(), rooms, ev.GetRoom().GetName(), p)
+		a.takeOver(r.Context(), ev.GetRoom().GetName(), p)
 		w.WriteHeader(http.StatusNoContent)
 	})
 }
 
 // takeOver dispatches the agent to a room whose bot vanished, if a user
 // remains and no other bot is there.
-func (a *Agent) takeOver(ctx context.Context, rooms *lksdk.RoomServiceClient, room string, gone *livekit.ParticipantInfo) {
+func (a *Agent) takeOver(ctx context.Context, room string, gone *livekit.ParticipantInfo) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	res, err := rooms.ListParticipants(ctx, &livekit.ListParticipantsRequest{Room: room})
+	res, err := a.rooms.ListParticipants(ctx, &livekit.ListParticipantsRequest{Room: room})
 	if err != nil {
 		a.log.Warn("bot left without handing over; cannot list the room", "room", room, "err", err)
 		return

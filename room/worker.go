@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/websocket"
@@ -41,6 +42,9 @@ type worker struct {
 	// registered is closed at the first registration (tests wait on it).
 	registered chan struct{}
 	regOnce    sync.Once
+	// registrations counts every registration, the first and each after
+	// a reconnection.
+	registrations atomic.Int64
 }
 
 func newWorker(lkURL, key, secret, agentName, version string, log *slog.Logger) *worker {
@@ -145,6 +149,7 @@ func (w *worker) serve(ctx context.Context) error {
 		case *livekit.ServerMessage_Register:
 			w.log.Info("agent worker registered", "worker", m.Register.WorkerId, "agent", w.agentName)
 			w.flushPending()
+			w.registrations.Add(1)
 			w.regOnce.Do(func() { close(w.registered) })
 		case *livekit.ServerMessage_Availability:
 			job := m.Availability.Job

@@ -60,3 +60,12 @@ func nonNil(s []string) []string {
 	}
 	return s
 }
+
+// ServedElsewhere reports whether a live lease of another of agent's
+// processes names room.
+func (p *Postgres) ServedElsewhere(ctx context.Context, agent, worker, room string) (bool, error) {
+	var held bool
+	err := p.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM alicia_worker_leases
+		WHERE agent_name = $1 AND worker_id <> $2 AND expires_at > now() AND $3 = ANY(rooms))`, agent, worker, room).Scan(&held)
+	return held, err
+}
