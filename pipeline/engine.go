@@ -125,6 +125,7 @@ type Conversation struct {
 	edit    *pendingEdit
 	barrier <-chan struct{} // commands wait for it: a stopping turn
 	last    *Turn
+	held    *Turn // a preemptive turn not confirmed yet (Preempt)
 
 	mu      sync.Mutex
 	local   []turnRecord    // turns this process answered, newest last
@@ -277,6 +278,10 @@ func (c *Conversation) Ask(ctx context.Context, face Face, from string, m *wire.
 	t := make(chan *Turn, 1)
 	c.do(func() {
 		c.handled[sp.user.ID] = true
+		if h := c.takeHeld(sp); h != nil {
+			t <- h
+			return
+		}
 		t <- c.startTurn(face, sp)
 	})
 	select {
@@ -344,6 +349,8 @@ func (c *Conversation) doFirst(f func()) { c.queue.PushFront(f) }
 // startTurn starts a turn that begins once the previous one is done: the
 // previous one is stopped first, since a new question replaces its answer.
 func (c *Conversation) startTurn(face Face, sp spec) *Turn {
+	// A guess at what the speaker would ask gives way to what was asked.
+	c.discardHeld()
 	prev := c.last
 	if prev != nil {
 		select {

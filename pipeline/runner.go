@@ -108,7 +108,8 @@ func WithClientTools(tools []wire.ClientTool, endTurn bool) AskOption {
 // a tool, or the bound of rounds is reached.
 func (c *Conversation) run(t *Turn) {
 	ctx, sp, face := t.ctx, &t.spec, t.face
-	store := c.e.store
+	// A preemptive turn saves nothing until it is confirmed.
+	store := t.storeOf(c.e.store)
 	var messages []llm.Message
 	if sp.messages != nil {
 		messages = sp.messages
@@ -204,6 +205,8 @@ func (c *Conversation) run(t *Turn) {
 		status = storage.StatusSuperseded
 	case stopped:
 		status = storage.StatusStopped
+	case errors.Is(context.Cause(ctx), errDiscarded):
+		// A preemptive turn not confirmed: nothing of it is kept or said.
 	case failure != nil:
 		status = storage.StatusFailed
 		c.log.Warn("turn failed", "err", failure)
@@ -235,7 +238,9 @@ func (c *Conversation) run(t *Turn) {
 	}
 	store.SaveMessage(storage.Message{ID: t.ID, ConversationID: c.ID, PreviousID: m.ID, Role: "assistant", Content: content, Status: status, VariantOf: sp.variantOf, CreatedAt: now})
 	if status != storage.StatusSuperseded {
-		c.remember(turnRecord{user: llm.Message{ID: m.ID, Role: llm.RoleUser, Content: m.Content}, encrypted: encrypted, answerID: t.ID, answer: sp.prefix + content}, sp)
+		t.hold.do(func() {
+			c.remember(turnRecord{user: llm.Message{ID: m.ID, Role: llm.RoleUser, Content: m.Content}, encrypted: encrypted, answerID: t.ID, answer: sp.prefix + content}, sp)
+		})
 	}
 }
 

@@ -28,6 +28,9 @@ type Timed struct {
 type TurnReport struct {
 	ConversationID, UserMessageID, AnswerID string
 	Spoken, Interrupted                     bool
+	// Preemptive: the turn began, held, before the end of the user's
+	// speech was confirmed, and was used (Conversation.Preempt).
+	Preemptive bool
 	// Start and End bound the turn's stages and its asking.
 	Start, End time.Time
 	Stages     []Timed
@@ -123,11 +126,11 @@ func timeFirst(ctx context.Context, now time.Time, pick func(*Timing) *time.Time
 // reportLocked returns the turn's report once the turn has ended and no
 // one holds it, and only once; nil otherwise. Called with mu held.
 func (t *Turn) reportLocked() *TurnReport {
-	if t.observer == nil || t.reported || !t.ended || t.holds > 0 {
+	if t.observer == nil || t.reported || !t.ended || t.holds > 0 || t.discarded {
 		return nil
 	}
 	t.reported = true
-	r := &TurnReport{ConversationID: t.conv, UserMessageID: t.UserID, AnswerID: t.ID, Spoken: t.spec.spoken,
+	r := &TurnReport{ConversationID: t.conv, UserMessageID: t.UserID, AnswerID: t.ID, Spoken: t.spec.spoken, Preemptive: t.hold != nil,
 		Interrupted: t.interrupted || t.heard != nil, Start: t.timing.Asked, End: t.endedAt}
 	if !t.timing.FirstToken.IsZero() {
 		r.Stages = append(r.Stages, Timed{Name: StageModelFirstToken, Start: t.timing.Asked, End: t.timing.FirstToken})

@@ -83,6 +83,12 @@ type Turn struct {
 	// superseded: a turn on the same message, asked again whole, replaces
 	// this one.
 	superseded bool
+	// hold keeps what a preemptive turn does until it is confirmed (nil:
+	// not preemptive); unheld lets its report go once it is; discarded
+	// says it never was, and is never reported.
+	hold      *hold
+	unheld    func(interrupted bool, stages ...Timed)
+	discarded bool
 
 	// For the turn's report (Measure, TurnObserver).
 	timing      Timing
@@ -105,6 +111,10 @@ func newTurn(parent context.Context, face Face, sp spec, prev *Turn) *Turn {
 	t.ctx, t.cancel = context.WithCancelCause(context.WithValue(parent, turnKey{}, t))
 	return t
 }
+
+// Preemptive reports whether the turn began, held, before the end of
+// the user's speech was confirmed (Conversation.Preempt).
+func (t *Turn) Preemptive() bool { return t.hold != nil }
 
 // UserMessageID is the id of the user message the turn answers: speech
 // names the answer's transcript segment after it.

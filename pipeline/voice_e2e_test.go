@@ -308,6 +308,10 @@ type modelSetup struct {
 	scenarios []standin.Scenario
 	pacing    standin.Pacing
 	thinking  *pipeline.ThinkingPolicy
+	// stage changes the voice stage's settings; telemetry hears the
+	// engine's turns.
+	stage     func(*voice.Config)
+	telemetry pipeline.TurnObserver
 }
 
 func voiceAgentWith(t testing.TB, lk *testenv.LiveKit, ms modelSetup, phrases ...string) (cfg room.Config, store storage.Store, speechURL string, synthesised func() []string) {
@@ -344,13 +348,17 @@ func voiceAgentWith(t testing.TB, lk *testenv.LiveKit, ms modelSetup, phrases ..
 	mem := storage.NewMemory(storage.ReasoningPlain)
 	cfg = room.Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-voice"}
 	log := slog.New(slog.DiscardHandler)
-	engine := pipeline.NewEngine(pipeline.Config{LLM: client, Thinking: true, ThinkingPolicy: ms.thinking, Logger: log}, mem)
+	engine := pipeline.NewEngine(pipeline.Config{LLM: client, Thinking: true, ThinkingPolicy: ms.thinking, Telemetry: ms.telemetry, Logger: log}, mem)
 	agent := room.NewAgent(cfg, mem, room.NewMetrics(nil), func(id string) room.Conversation { return engine.Open(id) }, log)
-	agent.EnableVoice(room.VoiceConfig{OutputRate: speechstandin.PCMRate, Stage: voice.Config{
+	stage := voice.Config{
 		Recognizer:  &voice.OpenAIRecognizer{URL: speech.URL + "/v1", Streaming: true},
 		Synthesizer: &voice.OpenAISynthesizer{URL: speech.URL + "/v1", Format: "pcm", PCMRate: speechstandin.PCMRate},
 		Logger:      log,
-	}})
+	}
+	if ms.stage != nil {
+		ms.stage(&stage)
+	}
+	agent.EnableVoice(room.VoiceConfig{OutputRate: speechstandin.PCMRate, Stage: stage})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); agent.Run(ctx) }()

@@ -26,10 +26,14 @@ type Turns struct {
 	voice   *prometheus.HistogramVec
 	model   *prometheus.HistogramVec
 	bargeIn prometheus.Histogram
+	preempt *prometheus.CounterVec
 	tracer  trace.Tracer
 }
 
-var _ pipeline.TurnObserver = (*Turns)(nil)
+var (
+	_ pipeline.TurnObserver       = (*Turns)(nil)
+	_ pipeline.PreemptionObserver = (*Turns)(nil)
+)
 
 // voiceStages are the stages of a spoken turn, listed so that /metrics
 // shows each from the start.
@@ -48,6 +52,12 @@ func NewTurns(reg prometheus.Registerer, tp trace.TracerProvider) *Turns {
 			[]string{"stage"}),
 		bargeIn: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "alicia", Subsystem: "voice", Name: "barge_in_seconds", Buckets: buckets,
 			Help: "From the onset of a user's speech over the agent to its audio paused (or stopped)."}),
+		preempt: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "alicia", Subsystem: "voice", Name: "preemptive_turns_total",
+			Help: "Turns started, held, while the user paused (taken), then released when the final transcript matched (used) or cancelled without a trace (discarded)."},
+			[]string{"outcome"}),
+	}
+	for _, o := range []string{pipeline.PreemptTaken, pipeline.PreemptUsed, pipeline.PreemptDiscarded} {
+		t.preempt.WithLabelValues(o)
 	}
 	for _, s := range voiceStages {
 		t.voice.WithLabelValues(s)
@@ -56,13 +66,16 @@ func NewTurns(reg prometheus.Registerer, tp trace.TracerProvider) *Turns {
 		t.model.WithLabelValues(s)
 	}
 	if reg != nil {
-		reg.MustRegister(t.voice, t.model, t.bargeIn)
+		reg.MustRegister(t.voice, t.model, t.bargeIn, t.preempt)
 	}
 	if tp != nil {
 		t.tracer = tp.Tracer("github.com/alicia-voice/alicia")
 	}
 	return t
 }
+
+// Preempted counts a preemptive turn's outcome.
+func (t *Turns) Preempted(outcome string) { t.preempt.WithLabelValues(outcome).Inc() }
 
 // TurnEnded records a turn's report.
 func (t *Turns) TurnEnded(r pipeline.TurnReport) {

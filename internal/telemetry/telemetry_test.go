@@ -115,3 +115,31 @@ func TestTracingOffWithoutEndpoint(t *testing.T) {
 		t.Fatal("a span is recorded with tracing off")
 	}
 }
+
+// The engine's preemptive turns are counted by outcome, each outcome on
+// /metrics from the start.
+func TestPreemptiveTurnsCounted(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	turns := telemetry.NewTurns(reg, nil)
+	var obs pipeline.PreemptionObserver = turns
+	obs.Preempted(pipeline.PreemptTaken)
+	obs.Preempted(pipeline.PreemptTaken)
+	obs.Preempted(pipeline.PreemptUsed)
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range fams {
+		if f.GetName() != "alicia_voice_preemptive_turns_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			got[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+		}
+	}
+	want := map[string]float64{pipeline.PreemptTaken: 2, pipeline.PreemptUsed: 1, pipeline.PreemptDiscarded: 0}
+	if len(got) != len(want) || got[pipeline.PreemptTaken] != 2 || got[pipeline.PreemptUsed] != 1 || got[pipeline.PreemptDiscarded] != 0 {
+		t.Fatalf("alicia_voice_preemptive_turns_total = %v, want %v", got, want)
+	}
+}

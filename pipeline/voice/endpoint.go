@@ -3,6 +3,7 @@ package voice
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,6 +41,13 @@ type EndpointConfig struct {
 	// level must be, beside the VAD's verdict, to count as voice.
 	// Default 6 dB.
 	NoiseMarginDB float64
+	// AdaptiveMin and AdaptiveMax, when AdaptiveMax is set, let the
+	// silence that ends an utterance follow the speaker: once a few of
+	// their pauses inside utterances are known, it is a little longer
+	// than most of them, within these bounds, in place of Silence. A
+	// quick speaker is answered sooner, a slow one is not cut off
+	// mid-thought. AdaptiveMin defaults to 250 ms.
+	AdaptiveMin, AdaptiveMax time.Duration
 }
 
 func (c EndpointConfig) withDefaults() EndpointConfig {
@@ -61,6 +69,10 @@ func (c EndpointConfig) withDefaults() EndpointConfig {
 	}
 	if c.NoiseMarginDB == 0 {
 		c.NoiseMarginDB = 6
+	}
+	if c.AdaptiveMax > 0 {
+		def(&c.AdaptiveMin, 250*time.Millisecond)
+		c.AdaptiveMin = min(c.AdaptiveMin, c.AdaptiveMax)
 	}
 	return c
 }
@@ -103,6 +115,63 @@ type Endpointer struct {
 	pre      [][]int16
 	audio    []int16
 	text     string
+
+	// pauses are the speaker's recent pauses; sinceEnd counts the frames
+	// since the last utterance's voice ended, while ended says one did
+	// and its gap to the next may still be a pause it was cut off at.
+	pauses   pauses
+	sinceEnd int
+	ended    bool
+}
+
+// Pauses too short to say anything of a speaker's rhythm: stops inside
+// words and the VAD's flicker.
+const minPause = 100 * time.Millisecond
+
+// pauseWindow is how many recent pauses the endpointer learns from: a
+// minute or so of speech, so that it follows a speaker who slows down.
+const pauseWindow = 32
+
+// pauseMargin is what the silence that ends an utterance adds to the
+// speaker's usual long pause (pausePercentile of theirs).
+const (
+	pauseMargin     = 200 * time.Millisecond
+	pausePercentile = 0.8
+	minPauses       = 4
+)
+
+// pauses is a ring of one speaker's recent pauses inside utterances.
+type pauses struct {
+	seen [pauseWindow]time.Duration
+	n    int // how many were ever added
+}
+
+func (p *pauses) add(d time.Duration) {
+	p.seen[p.n%pauseWindow] = d
+	p.n++
+}
+
+// silence is the silence that ends this speaker's utterance: def until
+// minPauses are known, then a margin over their pausePercentile pause,
+// within [lo, hi].
+func (p *pauses) silence(def, lo, hi time.Duration) time.Duration {
+	if p.n < minPauses {
+		return def
+	}
+	s := slices.Clone(p.seen[:min(p.n, pauseWindow)])
+	slices.Sort(s)
+	d := s[int(pausePercentile*float64(len(s)-1)+0.5)] + pauseMargin
+	return max(lo, min(hi, d))
+}
+
+// Silence is the silence that now ends an utterance of this speaker
+// whose words do not look unfinished: Silence, or with AdaptiveMax what
+// the speaker's pauses call for.
+func (e *Endpointer) Silence() time.Duration {
+	if e.cfg.AdaptiveMax <= 0 {
+		return e.cfg.Silence
+	}
+	return e.pauses.silence(e.cfg.Silence, e.cfg.AdaptiveMin, e.cfg.AdaptiveMax)
 }
 
 // NewEndpointer builds an endpointer around a WebRTC VAD.
@@ -130,6 +199,15 @@ func (e *Endpointer) Utterance() []int16 {
 		return nil
 	}
 	return append([]int16(nil), e.audio...)
+}
+
+// Trailing is how long the current utterance has been silent: the pause
+// it is in, 0 while its voice goes on.
+func (e *Endpointer) Trailing() time.Duration {
+	if !e.inSpeech {
+		return 0
+	}
+	return time.Duration(e.silent) * FrameDuration
 }
 
 // SetText gives the endpointer the words recognised so far in the
@@ -176,7 +254,15 @@ func (e *Endpointer) Push(frame []int16) ([]EndpointEvent, error) {
 		} else {
 			e.run = 0
 		}
+		e.sinceEnd++
 		if e.run >= frames(e.cfg.MinSpeech) {
+			// Speech soon after the end of the last utterance: the speaker
+			// was cut off in a pause, which is the kind of pause the silence
+			// must learn to outlast.
+			if gap := time.Duration(e.sinceEnd-e.run) * FrameDuration; e.ended && e.cfg.AdaptiveMax > 0 && gap >= minPause && gap <= e.cfg.AdaptiveMax {
+				e.pauses.add(gap)
+			}
+			e.ended = false
 			e.inSpeech, e.silent, e.voiced = true, 0, e.run
 			e.audio = e.audio[:0]
 			for _, f := range e.pre {
@@ -189,17 +275,21 @@ func (e *Endpointer) Push(frame []int16) ([]EndpointEvent, error) {
 	}
 	e.audio = append(e.audio, frame...)
 	if voiced {
+		if pause := time.Duration(e.silent) * FrameDuration; pause >= minPause {
+			e.pauses.add(pause) // a pause that did not end the utterance
+		}
 		e.silent = 0
 		e.voiced++
 		return nil, nil
 	}
 	e.silent++
-	wait := e.cfg.Silence
+	wait := e.Silence()
 	if LooksUnfinished(e.text) {
-		wait = e.cfg.UnfinishedSilence
+		wait = min(max(wait, e.cfg.UnfinishedSilence), e.cfg.MaxSilence)
 	}
 	if e.silent >= frames(wait) {
 		ev := EndpointEvent{Kind: SpeechEnded, Audio: append([]int16(nil), e.audio...), Speech: e.Speech(), Trailing: time.Duration(e.silent) * FrameDuration}
+		e.ended, e.sinceEnd = true, e.silent
 		e.inSpeech, e.run, e.voiced, e.text = false, 0, 0, ""
 		e.audio = e.audio[:0]
 		out = append(out, ev)

@@ -87,6 +87,29 @@ type utterance struct {
 // interim is an interim recognition of the utterance id.
 type interim struct{ id, text string }
 
+// guess is a recognition of the utterance id as it stood in a pause,
+// speech into it: what the speaker asks if the pause ends the turn.
+type guess struct {
+	id     string
+	speech time.Duration
+	text   string
+}
+
+// preemptPause is how long a speaker must pause before what they said
+// is recognised for a preemptive turn: longer than the gaps between
+// words, well short of the silence that ends an utterance, so that the
+// recognition and the model's first sentence overlap the rest of it.
+const preemptPause = 200 * time.Millisecond
+
+// preempter is the Asker's preemptive side, if preemption is on.
+func (s *Stage) preempter() Preempter {
+	p, ok := s.asker.(Preempter)
+	if !ok || !s.cfg.Preemptive {
+		return nil
+	}
+	return p
+}
+
 // listen runs one speaker's endpointer. It hands each finished
 // utterance to the speaker's recognition and goes on listening at once:
 // a recogniser's round trip must not delay the detection of the next
@@ -116,6 +139,13 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 		wg         sync.WaitGroup
 		finished   = queue.New[utterance]()
 		ended      = make(chan struct{})
+		pre        = s.preempter()
+		guesses    = make(chan guess, 1)
+		guessing   bool
+		// guessedAt is the utterance's speech when it was last guessed
+		// at; preempted the utterance whose guess started a held turn.
+		guessedAt time.Duration
+		preempted string
 	)
 	ictx, stopInterims := context.WithCancel(ctx)
 	rt := s.realtime(ctx, log)
@@ -160,6 +190,21 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 				log.Warn("voice: streaming recognition failed; the utterance is uploaded instead", "err", ev.Err)
 				finished.Push(u, 0)
 			}
+		case g := <-guesses:
+			guessing = false
+			if e.InSpeech() && g.id == id && e.Speech() == g.speech && hasWords(g.text) {
+				// Still the same pause: the turn may start, held. Not
+				// waited for here, so that the conversation's queue never
+				// holds up the VAD; a held turn that comes after its final
+				// transcript was asked is refused.
+				preempted = id
+				log.Debug("voice: a turn starts, held, in the speaker's pause", "message", id, "guess", g.text)
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					pre.Preempt(ctx, speaker, g.id, g.text)
+				}()
+			}
 		case r := <-interims:
 			inFlight = false
 			if e.InSpeech() && r.id == id && r.text != "" {
@@ -183,6 +228,7 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 					switch ev.Kind {
 					case SpeechStarted:
 						id, interrupts, sinceInter = wire.NewID("msg"), false, 0
+						guessedAt, preempted = 0, ""
 						uid, at := id, c.at.Add(-ev.Speech)
 						s.post(func(l *loop) { l.onset(uid, at) })
 						rt.start(uid, e.Utterance())
@@ -207,6 +253,31 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 					interrupts = true
 					uid := id
 					s.post(func(l *loop) { l.longSpeech(uid) })
+				}
+				if pre != nil {
+					if preempted != "" && e.Speech() != guessedAt {
+						// The speaker went on after the pause: the held turn
+						// answers words that are no longer the question.
+						log.Debug("voice: the speaker went on; the held turn goes", "message", preempted)
+						pre.Withdraw(preempted)
+						preempted = ""
+					}
+					if !guessing && e.Trailing() >= preemptPause && e.Speech() != guessedAt {
+						guessing, guessedAt = true, e.Speech()
+						audio, uid, at := e.Utterance(), id, e.Speech()
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							text, err := s.recognise(ictx, audio, nil)
+							if err != nil {
+								text = ""
+							}
+							select {
+							case guesses <- guess{uid, at, text}:
+							case <-ictx.Done():
+							}
+						}()
+					}
 				}
 				sinceInter += FrameDuration
 				if rt.on() {
@@ -271,6 +342,15 @@ func (s *Stage) finish(ctx context.Context, log *slog.Logger, u utterance, speak
 		text = ""
 	}
 	var q question
+	if pre := s.preempter(); pre != nil {
+		defer func() {
+			if q.id != u.id {
+				// No turn asks this utterance as it is: a held turn
+				// guessed from it goes.
+				pre.Withdraw(u.id)
+			}
+		}()
+	}
 	if !s.do(ctx, func(l *loop) { q = l.recognised(u.id, speaker, text, at) }) || q.id == "" {
 		if text == "" && err == nil {
 			log.Info("voice: speech with no transcript; no turn", "seconds", float64(len(u.audio))/InputRate)

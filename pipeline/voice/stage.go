@@ -48,6 +48,13 @@ type Config struct {
 	InterimEvery time.Duration
 	// Language is the recogniser's hint; Voice the synthesiser's voice.
 	Language, Voice string
+	// Preemptive starts the turn while the speaker pauses, before the
+	// end of the utterance is decided, from a recognition of what was
+	// said so far; it stays invisible until the final transcript
+	// confirms it (pipeline.Conversation.Preempt), and is dropped
+	// otherwise. It needs an Asker that is a Preempter. The flag's
+	// default is on, as LiveKit Agents' preemptive_generation.
+	Preemptive bool
 	// SlowTurn: a spoken turn whose answer is first heard later than
 	// this after the end of the user's speech is logged with each of its
 	// stages. 0 turns it off.
@@ -65,7 +72,10 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.Endpoint.Silence, "voice-endpoint-silence", 500*time.Millisecond, "the silence that ends an utterance")
 	fs.TextVar(&c.Cue, "voice-thinking-cue", CueSound, "what plays while the model thinks and no answer is audible yet: sound, phrase or off (a client may ask otherwise with the feature thinking_cue:<mode>)")
 	fs.DurationVar(&c.CueAfter, "voice-cue-after", time.Second, "how long after the end of the user's speech the thinking cue starts if no answer is audible")
+	fs.DurationVar(&c.Endpoint.AdaptiveMin, "voice-endpoint-adaptive-min", 250*time.Millisecond, "the shortest silence that ends an utterance once it follows the speaker's pauses (a quick speaker)")
+	fs.DurationVar(&c.Endpoint.AdaptiveMax, "voice-endpoint-adaptive-max", 2*time.Second, "the longest silence that ends an utterance once it follows the speaker's pauses (a slow speaker); 0: off, every utterance ends after -voice-endpoint-silence")
 	fs.DurationVar(&c.Endpoint.UnfinishedSilence, "voice-endpoint-unfinished-silence", 1500*time.Millisecond, "the silence that ends an utterance whose words look unfinished")
+	fs.BoolVar(&c.Preemptive, "voice-preemptive-generation", true, "start thinking about the answer while the user pauses, before the end of their turn is decided; nothing of it is seen, heard or stored unless the final transcript confirms it")
 	fs.DurationVar(&c.SlowTurn, "voice-slow-turn", 1500*time.Millisecond, "log a spoken turn, with each stage's time, when its answer is first heard later than this after the end of the user's speech (0: off)")
 }
 

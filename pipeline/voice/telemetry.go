@@ -2,6 +2,7 @@ package voice
 
 import (
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/alicia-voice/alicia/pipeline"
@@ -53,6 +54,8 @@ type turnTimes struct {
 	firstAudio, firstAnswer time.Time
 	cue                     bool
 	bargeIns                []pipeline.Timed
+	// preemptive: the model began before the end of speech was decided.
+	preemptive bool
 }
 
 // stages are the turn's voice stages; those that count from the end of
@@ -74,7 +77,7 @@ func (tt turnTimes) stages() []pipeline.Timed {
 			which = "cue"
 		}
 		add(StageFirstAudio, e, tt.firstAudio, map[string]string{"audio": which})
-		add(StageFirstAnswerAudio, e, tt.firstAnswer, nil)
+		add(StageFirstAnswerAudio, e, tt.firstAnswer, map[string]string{"preemptive": strconv.FormatBool(tt.preemptive)})
 		if !tt.firstAnswer.IsZero() {
 			add(StageOwn, e, e.Add(tt.own()), nil)
 		}
@@ -168,6 +171,9 @@ func (s *Stage) measured(p *playback) {
 	cut := p.cut
 	p.mu.Unlock()
 	tt.model = p.turn.Timing()
+	if t, ok := p.turn.(interface{ Preemptive() bool }); ok {
+		tt.preemptive = t.Preemptive()
+	}
 	stages := tt.stages()
 	s.logSlow(p.turn.UserMessageID(), tt, stages)
 	p.report(cut, stages...)
@@ -195,6 +201,7 @@ func (s *Stage) logSlow(id string, tt turnTimes, stages []pipeline.Timed) {
 			args = append(args, st.Name+"_ms", ms(st.End.Sub(st.Start)))
 		}
 	}
+	args = append(args, "preemptive", tt.preemptive)
 	s.cfg.Logger.Warn("slow voice turn", args...)
 }
 

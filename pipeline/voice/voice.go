@@ -73,6 +73,23 @@ type Asker interface {
 	Ask(ctx context.Context, speaker, id, text string) error
 }
 
+// Preempter is an Asker that can also start, held, the turn a final
+// transcript would start, before the end of the speaker's turn is
+// confirmed (pipeline.Conversation.Preempt): nothing of it is seen or
+// stored unless Ask follows with the same id and words. Withdraw
+// discards it. Neither may wait on the turn.
+type Preempter interface {
+	Preempt(ctx context.Context, speaker, id, text string) bool
+	Withdraw(id string)
+}
+
+// preempter is a conversation that takes preemptive turns:
+// *pipeline.Conversation.
+type preempter interface {
+	Preempt(ctx context.Context, face pipeline.Face, from string, m *wire.UserMessage, opts ...pipeline.AskOption) *pipeline.Turn
+	Withdraw(id string)
+}
+
 // Conversation is the engine's side of a conversation the stage is the
 // voice of: *pipeline.Conversation.
 type Conversation interface {
@@ -102,6 +119,21 @@ func (a asker) Ask(ctx context.Context, speaker, id, text string) error {
 		return context.Cause(ctx)
 	}
 	return nil
+}
+
+func (a asker) Preempt(ctx context.Context, speaker, id, text string) bool {
+	p, ok := a.conv.(preempter)
+	if !ok {
+		return false
+	}
+	m := &wire.UserMessage{ID: id, Content: text, Timestamp: time.Now().UnixMilli()}
+	return p.Preempt(ctx, a.face, speaker, m, pipeline.Spoken()) != nil
+}
+
+func (a asker) Withdraw(id string) {
+	if p, ok := a.conv.(preempter); ok {
+		p.Withdraw(id)
+	}
 }
 
 // Transcript is recognised speech of one speaker's utterance. Every update
