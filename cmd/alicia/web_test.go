@@ -119,7 +119,11 @@ type pageAnswer struct {
 	Open    *bool  `json:"open"`
 	Stopped bool   `json:"stopped"`
 	Failed  bool   `json:"failed"`
-	Steps   []struct {
+	// Voice is how far the answer's audio got (speaking, heard, cut);
+	// Interrupted says the page shows its interruption.
+	Voice       string `json:"voice"`
+	Interrupted bool   `json:"interrupted"`
+	Steps       []struct {
 		Index int    `json:"index"`
 		Text  string `json:"text"`
 		Lines int    `json:"lines"`
@@ -531,9 +535,11 @@ type levelSample struct {
 	Remote float64 `json:"remote"`
 	State  string  `json:"state"`
 	// Steps and Answer are what the first turn shows: its reasoning
-	// steps, and its answer's length in characters.
-	Steps  int `json:"steps"`
-	Answer int `json:"answer"`
+	// steps, and its answer's length in characters; Cut, whether it
+	// shows its interruption.
+	Steps  int  `json:"steps"`
+	Answer int  `json:"answer"`
+	Cut    bool `json:"cut"`
 }
 
 // audible is the RMS above which a sample counts as sound: about -40
@@ -559,10 +565,13 @@ func runs(samples []levelSample, level func(levelSample) float64, gapMs float64)
 }
 
 // The voice half of the web client: Chromium's fake microphone plays an
-// espeak-ng question, a pause, then an interruption. The page shows the
-// question's transcription, receives Alicia's spoken answer on its audio
-// track (measured in the page with WebAudio), and speaking over the answer
-// stops it.
+// espeak-ng question, a pause, then an interruption, and later a hum. The
+// page shows the question's transcription, receives Alicia's spoken
+// answer on its audio track (measured in the page with WebAudio), and
+// speaking over the answer stops it: the page shows at once the answer
+// cut where its audio stopped, marked interrupted, as the server stores
+// it. The hum over the next answer only pauses it: it resumes and is
+// heard to the end, unmarked.
 func TestWebClientVoice(t *testing.T) {
 	for _, bin := range []string{"espeak-ng", "sox"} {
 		if _, err := exec.LookPath(bin); err != nil {
@@ -580,20 +589,32 @@ func TestWebClientVoice(t *testing.T) {
 	url, key := webServer(t, "-speech-standin-phrases", phrases)
 
 	// What the microphone hears: a quiet room, the question, a pause in
-	// which the answer starts, the interruption, then the room again.
-	// Chromium plays the file once from when the page opens the
-	// microphone (%noloop).
+	// which the answer starts, the interruption, the room while its
+	// answer starts, a hum over that answer ("mm-hm", no word in it),
+	// then the room again. Chromium plays the file once from when the
+	// page opens the microphone (%noloop).
 	const rate = 48000
 	// The answer is heard about 4.5 s after the question (the model thinks
 	// for its 3 s budget) and its first sentence lasts 4.7 s: 11 s falls
 	// inside the second, not in the pause between them.
 	pauseMs := 11000
+	// The interruption's answer is heard about 4 s after it (it thinks
+	// for the budget too) and lasts about 10 s: 8 s falls in its first
+	// half, with most of it still to come.
+	humAfterMs := 8000
 	var pcm []int16
 	pcm = append(pcm, speechtest.Noise(1500, rate, 1)...)
 	pcm = append(pcm, speechtest.Render(t, question, 140, rate)...)
 	pcm = append(pcm, speechtest.Noise(pauseMs, rate, 2)...)
 	pcm = append(pcm, speechtest.Render(t, interruption, 140, rate)...)
-	pcm = append(pcm, speechtest.Noise(12000, rate, 3)...)
+	pcm = append(pcm, speechtest.Noise(humAfterMs, rate, 3)...)
+	// Shorter than the 500 ms that would make it an interruption by
+	// itself.
+	pcm = append(pcm, speechtest.Hum(400, rate)...)
+	// The room goes on until the page is done listening: past the file's
+	// end the microphone is digitally silent, and a run that reached it
+	// while Alicia still spoke saw her paused by talk nobody made.
+	pcm = append(pcm, speechtest.Noise(30000, rate, 4)...)
 	wav := filepath.Join(dir, "microphone.wav")
 	if err := os.WriteFile(wav, voice.EncodeWAV(pcm, rate), 0o600); err != nil {
 		t.Fatal(err)
@@ -604,7 +625,10 @@ func TestWebClientVoice(t *testing.T) {
 		Interruption string     `json:"interruption"`
 		First        pageAnswer `json:"first"`
 		Second       pageAnswer `json:"second"`
-		Reopened     struct {
+		// Cut is the first answer as the page showed it the moment its
+		// audio was cut.
+		Cut      pageAnswer `json:"cut"`
+		Reopened struct {
 			Question string     `json:"question"`
 			First    pageAnswer `json:"first"`
 			Second   pageAnswer `json:"second"`
@@ -666,14 +690,34 @@ func TestWebClientVoice(t *testing.T) {
 	if !r.Second.Done || r.Second.Text == "" {
 		t.Errorf("the interruption's answer: %+v", r.Second)
 	}
+	// Live, before any reload, the page showed the interrupted answer as
+	// the server stores it: the words heard, marked interrupted.
+	if r.Cut.Voice != "cut" || !r.Cut.Interrupted || words(r.Cut.Text) != heardText {
+		t.Errorf("as its audio was cut, the page showed the answer as %q (voice %q, interrupted mark %v); stored: %q", r.Cut.Text, r.Cut.Voice, r.Cut.Interrupted, heardText)
+	}
+	if r.First.Voice != "cut" || !r.First.Interrupted || words(r.First.Text) != heardText {
+		t.Errorf("once both turns ended, the page showed the interrupted answer as %+v; stored: %q", r.First, heardText)
+	}
+	// The hum over the second answer only paused it: heard to its end and
+	// shown whole and unmarked, live and as stored.
+	whole := words(defaultAnswer(r.Interruption))
+	if r.Second.Voice != "heard" || r.Second.Interrupted || r.Second.Stopped || words(r.Second.Text) != whole || r.Reopened.Second.Stopped {
+		t.Errorf("the answer the hum fell on: %+v, reopened %+v; want it whole and unmarked: %q", r.Second, r.Reopened.Second, whole)
+	}
+	if n := metric(t, url, `alicia_voice_talk_over_total{outcome="false_interruption"}`); n < 1 {
+		t.Errorf("%v false interruptions counted: the hum never paused Alicia", n)
+	} else {
+		t.Logf("%v false interruptions counted", n)
+	}
 
 	mic := runs(r.Samples, func(s levelSample) float64 { return s.Mic }, 400)
 	heard := runs(r.Samples, func(s levelSample) float64 { return s.Remote }, 400)
 	t.Logf("%d samples; microphone speech at %v; Alicia heard at %v (ms since the page loaded)", len(r.Samples), mic, heard)
-	if len(mic) < 2 {
-		t.Fatalf("the page's microphone carried %d utterances, want the question and the interruption", len(mic))
+	if len(mic) != 3 {
+		t.Fatalf("the page's microphone carried %d utterances, want the question, the interruption and the hum", len(mic))
 	}
-	qEnd, bargeIn := mic[0][1], mic[len(mic)-1][0]
+	qEnd, bargeIn := mic[0][1], mic[1][0]
+	humStart, humEnd := mic[2][0], mic[2][1]
 	var answerStart float64 = -1
 	for _, h := range heard {
 		if h[0] > qEnd {
@@ -696,6 +740,24 @@ func TestWebClientVoice(t *testing.T) {
 	}
 	if !speaking {
 		t.Fatalf("Alicia was not speaking when the interruption began at %.0f ms (answer audible from %.0f ms): heard %v", bargeIn, answerStart, heard)
+	}
+	// The hum too must fall on her speech, and her audio come back after
+	// it: the page receives her voice again.
+	humOver := false
+	pausedFrom, resumedAt := -1.0, -1.0
+	for _, h := range heard {
+		if h[0] <= humStart && humStart <= h[1]+700 {
+			humOver, pausedFrom = true, h[1]
+		}
+	}
+	for _, s := range r.Samples {
+		if s.At > humEnd && s.Remote >= audible {
+			resumedAt = s.At
+			break
+		}
+	}
+	if !humOver || resumedAt < 0 {
+		t.Fatalf("the hum at %.0f–%.0f ms fell on no speech of Alicia's, or her audio never came back after it (from %.0f ms): heard %v", humStart, humEnd, resumedAt, heard)
 	}
 	// Silence: the first sample after the barge-in from which the bot's
 	// audio stays below the threshold for half a second; and when
@@ -755,9 +817,18 @@ func TestWebClientVoice(t *testing.T) {
 		t.Logf("the cue played from %.0f ms after the question while the steps went from %d to %d; the answer's first words shown %.0f ms after it",
 			cueFrom.At-qEnd, cueFrom.Steps, cueTo.Steps, firstWords-qEnd)
 	}
+	markedAt := -1.0
+	for _, s := range r.Samples {
+		if s.At >= bargeIn && s.Cut {
+			markedAt = s.At
+			break
+		}
+	}
 	// Figures, not assertions.
-	t.Logf("voice in the page: end of the spoken question → first audible output %.0f ms; barge-in start → silence %.0f ms (her audio's last audible sample %+.0f ms from the start); → lk.agent.state %q %.0f ms",
-		answerStart-qEnd, silentAt-bargeIn, runEnd-bargeIn, stateAt(r.Samples, stateLeft), stateLeft-bargeIn)
+	t.Logf("voice in the page: end of the spoken question → first audible output %.0f ms; barge-in start → silence %.0f ms (her audio's last audible sample %+.0f ms from the start); → lk.agent.state %q %.0f ms; → interruption shown %.0f ms",
+		answerStart-qEnd, silentAt-bargeIn, runEnd-bargeIn, stateAt(r.Samples, stateLeft), stateLeft-bargeIn, markedAt-bargeIn)
+	t.Logf("the hum from %.0f to %.0f ms: her audio's last audible sample before it %+.0f ms from its start, audible again %.0f ms after its end",
+		humStart, humEnd, pausedFrom-humStart, resumedAt-humEnd)
 }
 
 func stateAt(samples []levelSample, at float64) string {
@@ -839,8 +910,11 @@ func TestWebClientQueuesMessagesUntilReady(t *testing.T) {
 	const q1, q2 = "What is a lighthouse?", "And who keeps it?"
 	r := testenv.OpenPage(t, context.Background(), testenv.Page{
 		URL: url + "/",
-		// A returning user: the page joins at once, into conv.
-		LocalStorage: map[string]string{"alicia.key": key, "alicia.name": "dana", "alicia.conversation.dana": strconv.Quote(conv)},
+		// A returning user: the page joins at once, into conv. Alicia is
+		// muted: the second message would cut the first answer's speech,
+		// and the page would show that answer as heard, at a word that
+		// depends on timing (TestWebClientVoice covers that).
+		LocalStorage: map[string]string{"alicia.key": key, "alicia.name": "dana", "alicia.conversation.dana": strconv.Quote(conv), "alicia.speaker": "false"},
 		WaitFor:      `window.alicia && window.alicia.state.status === 'waiting' && document.querySelector('#message')`,
 		Evaluate:     fmt.Sprintf(queuedScript, q1, q2),
 		Screenshot:   "web-queued.png",

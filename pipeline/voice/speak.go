@@ -152,7 +152,9 @@ func (p *playback) playedLocked(out AudioOut) time.Duration {
 }
 
 // interrupt clears the queued audio and says how much was heard, to the
-// word: a word counts when the user heard most of it.
+// word: the words the agent's transcript released, so that the stored
+// answer and the next turn's history say exactly what the user saw and
+// heard begin (at most one transcript tick behind the audio).
 func (p *playback) interrupt(out AudioOut) pipeline.Heard {
 	// Marked before the cancel that ends play, whose report says so.
 	p.mu.Lock()
@@ -167,16 +169,9 @@ func (p *playback) interrupt(out AudioOut) pipeline.Heard {
 	var words []string
 	for i := range p.spoken {
 		s := &p.spoken[i]
-		for k := range s.words {
-			start, end := s.wordAt(k)
-			if start+(end-start)/2 > played {
-				h.Text = strings.Join(words, " ")
-				return h
-			}
-			if !closed(s.retracted) {
-				// A retracted sentence was reasoning: not the answer heard.
-				words = append(words, s.words[k])
-			}
+		if !closed(s.retracted) {
+			// A retracted sentence was reasoning: not the answer heard.
+			words = append(words, s.words[:s.released]...)
 		}
 	}
 	h.Text = strings.Join(words, " ")

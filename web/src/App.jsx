@@ -5,7 +5,6 @@ import {
   StartAudio,
   BarVisualizer,
   useVoiceAssistant,
-  useTranscriptions,
   useLocalParticipant,
 } from '@livekit/components-react';
 import { Track } from 'livekit-client';
@@ -159,15 +158,12 @@ function Voice({ conv, s }) {
   const { state, audioTrack } = useVoiceAssistant();
   const { localParticipant, microphoneTrack } = useLocalParticipant();
   const micRef = microphoneTrack && { participant: localParticipant, publication: microphoneTrack, source: Track.Source.Microphone };
-  const transcriptions = useTranscriptions();
   // The live caption: Alicia's interim Transcription, or what a stock
   // LiveKit agent publishes on lk.transcription for the user's speech.
-  // The transcribed track tells the user's words from the agent's speech:
-  // the two can share a segment id, and then the agent's stream takes
-  // over the user's entry.
-  const mine = transcriptions.filter((t) => t.participantInfo.identity === conv.identity
-    && t.streamInfo.attributes?.['lk.transcribed_track_id'] === microphoneTrack?.trackSid).at(-1);
-  const caption = s.interim?.text || (mine && mine.streamInfo.attributes?.['lk.transcription_final'] !== 'true' ? mine.text : '');
+  // The transcribed track tells the user's words from anything else
+  // published in the user's name.
+  const mine = s.userTranscript;
+  const caption = s.interim?.text || (mine && mine.track === microphoneTrack?.trackSid && !mine.final ? mine.text : '');
   return (
     <section className="voice" aria-label="Voice">
       <button type="button" className={s.micOn ? 'mic on' : 'mic'} aria-pressed={s.micOn} onClick={() => conv.toggleMic()}>
@@ -221,6 +217,8 @@ function Turn({ turn, mode, last, conv, busy, ready }) {
 
 function Answer({ attempt, mode }) {
   const text = answerText(attempt);
+  // Its audio stopped before the end: the text is the words heard.
+  const cut = attempt.voice === 'cut';
   const steps = stepList(attempt);
   const started = text !== '';
   // Open while Alicia thinks, closed once the answer starts, unless the
@@ -230,7 +228,8 @@ function Answer({ attempt, mode }) {
   const thinking = !started && !attempt.done;
   const showSteps = mode !== 'off' && steps.length > 0;
   return (
-    <div className="answer" data-testid="answer" data-answer-id={attempt.answerId} data-done={attempt.done ? 'true' : 'false'}>
+    <div className="answer" data-testid="answer" data-answer-id={attempt.answerId} data-done={attempt.done ? 'true' : 'false'}
+      data-voice={attempt.voice || ''}>
       {showSteps && (
         <details className={'reasoning reasoning-' + mode} open={open} data-testid="reasoning"
           onToggle={(e) => { if (e.currentTarget.open !== open) setChoice(e.currentTarget.open); }}>
@@ -249,8 +248,11 @@ function Answer({ attempt, mode }) {
         </details>
       )}
       {!showSteps && thinking && <p className="thinking muted">Alicia is thinking…</p>}
-      {(text !== '' || !attempt.done) && <p className="text" data-testid="answer-text">{text}</p>}
+      {(text !== '' || !attempt.done) && <p className={cut ? 'text cut' : 'text'} data-testid="answer-text">{text}</p>}
       {attempt.stopped && <p className="note muted">Stopped.</p>}
+      {cut && !attempt.stopped && (
+        <p className="note muted" data-testid="interrupted">Interrupted: Alicia stopped speaking here.</p>
+      )}
       {attempt.failed && <p className="note muted">This answer failed before it was complete.</p>}
     </div>
   );

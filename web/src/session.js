@@ -8,6 +8,20 @@ import { T, Topic, encode, decode, preferenceFeature, modeOf, newId, errorWords,
 
 const clientVersion = 'alicia-web/1';
 
+// LiveKit's transcripts are text streams on this topic: one stream per
+// update of a user's utterance, and one per answer spoken, its words
+// written as their audio plays and the stream closed final once all were
+// heard, not final where the audio was cut (the user spoke over it, or a
+// stop).
+const TranscriptionTopic = 'lk.transcription';
+const SegmentAttribute = 'lk.segment_id';
+const FinalAttribute = 'lk.transcription_final';
+const TrackAttribute = 'lk.transcribed_track_id';
+
+// Alicia names the transcript segment of an answer after the user message
+// it answers: that is how the page finds the answer a cut belongs to.
+const answerSegmentPrefix = 'SG_answer_';
+
 // How long the page waits for the bot's greeting before it configures
 // itself unasked (the greeting carries the user's remembered preference,
 // so the page prefers to hear it first).
@@ -66,6 +80,9 @@ export class Conversation {
       turns: [], // [{id, content, from, pending, queued, attempts: [attempt]}]
       errors: [], // [{id, text, turnId}]
       interim: null, // {id, text} of the user's speech being recognised
+      // The user's speech as lk.transcription carries it (what a stock
+      // LiveKit agent sends instead of Transcriptions): {track, text, final}.
+      userTranscript: null,
       stopping: false,
     };
     this.room = null;
@@ -171,6 +188,11 @@ export class Conversation {
       .on(RoomEvent.LocalTrackPublished, () => this.set({ micOn: room.localParticipant.isMicrophoneEnabled }))
       .on(RoomEvent.TrackMuted, () => this.set({ micOn: room.localParticipant.isMicrophoneEnabled }))
       .on(RoomEvent.TrackUnmuted, () => this.set({ micOn: room.localParticipant.isMicrophoneEnabled }));
+    // The page reads lk.transcription itself (LiveKit allows one reader
+    // per topic): the user's caption, and where an answer's audio was cut.
+    room.registerTextStreamHandler(TranscriptionTopic, (reader, from) => {
+      this.onTranscriptStream(reader, from.identity);
+    });
     // Envelopes over 15 KiB come as byte streams on the same topic.
     room.registerByteStreamHandler(Topic, async (reader) => {
       const chunks = await reader.readAll();
@@ -588,6 +610,50 @@ export class Conversation {
     }
   }
 
+  // onTranscriptStream reads one lk.transcription stream to its end. An
+  // answer's stream that ends not final was cut where its audio stopped:
+  // it holds the words the user heard, where the server cuts the answer it
+  // stores, and the page shows them instead of all that was written.
+  async onTranscriptStream(reader, sender) {
+    const attr = (k) => reader.info.attributes?.[k] ?? '';
+    const segment = attr(SegmentAttribute);
+    const answering = sender !== this.identity && segment.startsWith(answerSegmentPrefix)
+      ? segment.slice(answerSegmentPrefix.length)
+      : '';
+    // The answer being spoken when its words begin: a regeneration speaks
+    // under the same segment, and its cut must not land on the new one.
+    const answerId = answering ? this.state.turns.find((t) => t.id === answering)?.attempts.at(-1)?.answerId || '' : '';
+    const mine = !answering && sender === this.identity;
+    if (answering) this.onVoice(answering, answerId, 'speaking');
+    let text = '';
+    try {
+      for await (const chunk of reader) {
+        text += chunk;
+        if (mine) this.set({ userTranscript: { track: attr(TrackAttribute), text, final: attr(FinalAttribute) === 'true' } });
+      }
+    } catch {
+      // Ended abnormally (the sender went away mid-stream): it says
+      // nothing of where the audio stopped.
+      return;
+    }
+    // The trailer's attributes, merged in by now, say whether it was final.
+    const final = attr(FinalAttribute) === 'true';
+    if (mine) this.set({ userTranscript: { track: attr(TrackAttribute), text, final } });
+    if (answering) this.onVoice(answering, answerId, final ? 'heard' : 'cut', text);
+  }
+
+  // onVoice follows an answer's audio: speaking, heard to its end, or cut
+  // (with the words heard).
+  onVoice(turnId, answerId, voice, heard) {
+    this.updateTurns((turns) => {
+      const t = turns.find((x) => x.id === turnId);
+      const a = t && ((answerId && t.attempts.find((x) => x.answerId === answerId)) || t.attempts.at(-1));
+      if (!a) return;
+      a.voice = voice;
+      if (voice === 'cut') a.heard = heard;
+    });
+  }
+
   // applyHistory fills the conversation from the history endpoint: user
   // messages and their answers, variants in order, stored reasoning.
   applyHistory(messages) {
@@ -621,8 +687,10 @@ export class Conversation {
 }
 
 // answerText is what an attempt says so far: its streamed sentences in
-// order, or the whole text when it came in one piece.
+// order, or the whole text when it came in one piece; once its audio was
+// cut, only the words heard.
 export function answerText(a) {
+  if (a.voice === 'cut') return a.heard;
   const seqs = Object.keys(a.sentences)
     .map(Number)
     .sort((x, y) => x - y);

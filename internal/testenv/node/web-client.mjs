@@ -173,6 +173,10 @@ const scenarios = {
   // through the answers.
   async controls({ input, newPage }) {
     const page = await newPage(desktop);
+    // Alicia muted: a new turn (the next question, a regeneration) cuts
+    // the answer being spoken, and the page then shows it as heard, at a
+    // word that depends on timing. The voice scenario covers that.
+    await page.addInitScript(() => localStorage.setItem('alicia.speaker', 'false'));
     await join(page, input);
     await setMode(page, 'full');
 
@@ -245,9 +249,10 @@ const scenarios = {
 
   // Chromium's fake microphone plays a file (the Go test builds it): a
   // question, a pause in which Alicia answers aloud, then an
-  // interruption. The page's audio is sampled every 20 ms with WebAudio
-  // analysers on its microphone track and on the track it receives from
-  // Alicia, alongside the bot's lk.agent.state.
+  // interruption, and a hum over the answer to it. The page's audio is
+  // sampled every 20 ms with WebAudio analysers on its microphone track
+  // and on the track it receives from Alicia, alongside the bot's
+  // lk.agent.state and whether the first answer shows its interruption.
   async voice({ input, newPage }) {
     const page = await newPage(desktop);
     await join(page, input);
@@ -289,7 +294,8 @@ const scenarios = {
         const turn = document.querySelector('.turn');
         const steps = turn ? turn.querySelectorAll('[data-testid=step]').length : 0;
         const answer = turn?.querySelector('[data-testid=answer-text]')?.textContent.length ?? 0;
-        window.__samples.push({ at: performance.now(), mic: level(mine), remote: level(remote), state, steps, answer });
+        const cut = Boolean(turn?.querySelector('[data-testid=interrupted]'));
+        window.__samples.push({ at: performance.now(), mic: level(mine), remote: level(remote), state, steps, answer, cut });
       }, 20);
       const caption = document.querySelector('.caption');
       new MutationObserver(() => {
@@ -308,30 +314,48 @@ const scenarios = {
       return first && window.__samples.some((s) => s.remote > 0.01 && s.at > first.at + 1000);
     }, null, long);
     const speakingShot = await screenshot(page, 'desktop-voice-speaking');
-    // The interruption is the second user message, answered in turn.
-    await page.waitForFunction(() => {
-      const turns = document.querySelectorAll('.turn');
-      return turns.length >= 2 && turns[1].querySelector('[data-testid=answer]')?.dataset.done === 'true'
-        && turns[0].querySelector('[data-testid=answer]')?.dataset.done === 'true';
-    }, null, long);
-    const doneShot = await screenshot(page, 'desktop-voice-interrupted');
-    // The samples hold the silence after the barge-in once the answer to
-    // the interruption is heard: that comes after its transcription,
-    // well after the interrupted speech stopped.
-    const since = await page.evaluate(() => performance.now());
-    await page.waitForFunction((since) => window.__samples.some((s) => s.at > since && s.remote > 0.01), since, long);
-    const turnsNow = () => page.evaluate(() => {
-      const turns = [...document.querySelectorAll('.turn')];
-      const answer = (t) => {
-        const a = t.querySelector('[data-testid=answer]');
+    // What a turn's answer shows, read the same way live and after the
+    // reload.
+    const installAnswerOf = () => {
+      window.__answerOf = (t) => {
+        const a = t?.querySelector('[data-testid=answer]');
+        if (!a) return null;
         return {
           id: a.dataset.answerId,
           text: a.querySelector('[data-testid=answer-text]')?.textContent ?? '',
           done: a.dataset.done === 'true',
+          voice: a.dataset.voice,
+          interrupted: Boolean(a.querySelector('[data-testid=interrupted]')),
           stopped: a.textContent.includes('Stopped.'),
           failed: a.textContent.includes('This answer failed'),
         };
       };
+    };
+    await page.addInitScript(installAnswerOf);
+    await page.evaluate(installAnswerOf);
+    // Spoken over, the answer shows at once where its audio stopped: read
+    // as it is then, long before any reload.
+    const cut = await page.waitForFunction(() => {
+      const a = window.__answerOf(document.querySelector('.turn'));
+      return a?.voice === 'cut' && a;
+    }, null, long).then((h) => h.jsonValue(), async (e) => {
+      const shown = await page.evaluate(() => window.__answerOf(document.querySelector('.turn')));
+      throw new Error(`the answer spoken over never showed as cut; the page shows ${JSON.stringify(shown)}: ${e.message}`);
+    });
+    const cutShot = await screenshot(page, 'desktop-voice-cut');
+    // The interruption is the second user message, answered in turn; the
+    // hum falls on that answer, whose audio then ends, heard to its end
+    // (or cut, which the Go test reports).
+    await page.waitForFunction(() => {
+      const turns = document.querySelectorAll('.turn');
+      const second = turns[1]?.querySelector('[data-testid=answer]');
+      return second?.dataset.done === 'true' && ['heard', 'cut'].includes(second.dataset.voice)
+        && turns[0].querySelector('[data-testid=answer]')?.dataset.done === 'true';
+    }, null, long);
+    const doneShot = await screenshot(page, 'desktop-voice-interrupted');
+    const turnsNow = () => page.evaluate(() => {
+      const turns = [...document.querySelectorAll('.turn')];
+      const answer = window.__answerOf;
       return {
         question: turns[0].querySelector('[data-testid=user-message] p').textContent,
         interruption: turns[1].querySelector('[data-testid=user-message] p').textContent,
@@ -349,7 +373,7 @@ const scenarios = {
     await page.waitForFunction(() => document.querySelectorAll('.turn [data-testid=answer]').length >= 2, null, { timeout });
     const reopened = await turnsNow();
     const reopenedShot = await screenshot(page, 'desktop-voice-reopened');
-    return { ...live, reopened, captions, samples, shots: [speakingShot, doneShot, reopenedShot] };
+    return { ...live, cut, reopened, captions, samples, shots: [speakingShot, cutShot, doneShot, reopenedShot] };
   },
 
   // The page loses its connection mid-answer (no network for a while,
