@@ -416,17 +416,32 @@ func bodyID(env *wire.Envelope) string {
 // UserMessage. A client that never said what it can display is a stock
 // LiveKit frontend: it plays the agent's voice and shows lk.transcription,
 // and reads no Alicia envelope, so the answer is spoken to it.
+// stockClient takes a user whose client never said what it can display,
+// and types on lk.chat or speaks, for a stock LiveKit frontend: it hears
+// the answers, and a conversation nobody claimed is its own. Under
+// ownerMu.
+func (s *Session) stockClient(identity string) {
+	if !s.known[identity] {
+		s.features[identity] = []string{wire.FeatureAudioOutput}
+		s.known[identity] = true
+		s.claim(identity)
+	}
+}
+
+// listensTo: the voice listens to the user's microphone.
+func (s *Session) listensTo(identity string) {
+	s.ownerMu.Lock()
+	s.stockClient(identity)
+	s.ownerMu.Unlock()
+}
+
 func (s *Session) chatMessage(p rawPacket) {
 	text := strings.TrimSpace(p.text)
 	if text == "" {
 		return
 	}
 	s.ownerMu.Lock()
-	if !s.known[p.from] {
-		s.features[p.from] = []string{wire.FeatureAudioOutput}
-		s.known[p.from] = true
-		s.claim(p.from)
-	}
+	s.stockClient(p.from)
 	s.present[p.from] = true
 	s.ownerMu.Unlock()
 	s.conv.Handle(s, pipeline.Inbound{From: p.from, Received: p.received,

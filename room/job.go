@@ -53,9 +53,25 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 		defer vj.stop()
 	}
 	// A loaded server can be slow to connect: try a few times before the
-	// job is reported failed.
+	// job is reported failed. The stream handlers are in place before the
+	// join: a client sends its pre-connect recording as soon as it sees
+	// the bot, and a stream whose header comes before its handler is
+	// dropped.
 	room, err := retry(a.ctx, log, "joining the room", 3, func() (*lksdk.Room, error) {
-		return lksdk.ConnectToRoomWithToken(a.cfg.LiveKitURL, token, ev.callback(), lksdk.WithAutoSubscribe(false), lksdk.WithConnectTimeout(15*time.Second))
+		r := lksdk.NewRoom(ev.callback())
+		_ = r.RegisterByteStreamHandler(Topic, func(sr *lksdk.ByteStreamReader, identity string) {
+			sess.receive(identity, readStream(sr))
+		})
+		_ = r.RegisterTextStreamHandler(ChatTopic, func(tr *lksdk.TextStreamReader, identity string) {
+			text := tr.ReadAll()
+			if p := r.GetParticipantByIdentity(identity); p == nil || p.Kind() != lksdk.ParticipantAgent {
+				sess.chat(identity, text)
+			}
+		})
+		if vj != nil {
+			vj.mics.pre.register(r)
+		}
+		return r, r.JoinWithToken(a.cfg.LiveKitURL, token, lksdk.WithAutoSubscribe(false), lksdk.WithConnectTimeout(15*time.Second))
 	})
 	if err != nil {
 		log.Error("joining the room", "err", err)
@@ -65,15 +81,6 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	j.conn.mu.Lock()
 	j.conn.room = room
 	j.conn.mu.Unlock()
-	_ = room.RegisterByteStreamHandler(Topic, func(r *lksdk.ByteStreamReader, identity string) {
-		sess.receive(identity, readStream(r))
-	})
-	_ = room.RegisterTextStreamHandler(ChatTopic, func(r *lksdk.TextStreamReader, identity string) {
-		text := r.ReadAll()
-		if p := room.GetParticipantByIdentity(identity); p == nil || p.Kind() != lksdk.ParticipantAgent {
-			sess.chat(identity, text)
-		}
-	})
 	// livekit-server announces a participant that publishes no track
 	// only in the room's batched updates, every 3 s; an attribute change
 	// is announced at once. The agent state is what LiveKit's client

@@ -42,7 +42,7 @@ type voiceJob struct {
 
 func newVoiceJob(parent context.Context, cfg VoiceConfig, log *slog.Logger) *voiceJob {
 	ctx, cancel := context.WithCancel(parent)
-	return &voiceJob{cfg: cfg, log: log, mics: &mics{log: log, tracks: map[string]*lkmedia.PCMRemoteTrack{}}, ctx: ctx, cancel: cancel}
+	return &voiceJob{cfg: cfg, log: log, mics: &mics{log: log, tracks: map[string]*lkmedia.PCMRemoteTrack{}, pre: newPreconnect(log)}, ctx: ctx, cancel: cancel}
 }
 
 // start publishes the voice and starts listening, once the room is
@@ -70,7 +70,7 @@ func (v *voiceJob) start(r *lksdk.Room, sess *Session) {
 		defer v.wg.Done()
 		stage.Run(v.ctx)
 	}()
-	v.mics.start(r, stage)
+	v.mics.start(r, stage, sess.listensTo)
 }
 
 // stop ends the room's voice and waits for it.
@@ -90,10 +90,15 @@ func (v *voiceJob) stop() {
 // auto-subscribe off) and feeds each to the voice stage.
 type mics struct {
 	log *slog.Logger
+	// pre puts what a microphone recorded before the bot came in front of
+	// its live audio (preconnect.go).
+	pre *preconnect
 
 	mu     sync.Mutex
 	stage  *voice.Stage
 	tracks map[string]*lkmedia.PCMRemoteTrack
+	// heard is told of each user whose microphone is listened to.
+	heard func(identity string)
 }
 
 func isMicPublication(pub *lksdk.RemoteTrackPublication, rp *lksdk.RemoteParticipant) bool {
@@ -120,14 +125,17 @@ func (m *mics) published(pub *lksdk.RemoteTrackPublication, rp *lksdk.RemotePart
 
 func (m *mics) subscribed(track *webrtc.TrackRemote, pub *lksdk.RemoteTrackPublication, rp *lksdk.RemoteParticipant) {
 	m.mu.Lock()
-	stage := m.stage
+	stage, heard := m.stage, m.heard
 	m.mu.Unlock()
 	if stage == nil || !isUserMic(track, pub, rp) {
 		return
 	}
-	t, err := listenToMic(track, stage.Listen(rp.Identity(), pub.SID()))
+	heard(rp.Identity())
+	in := m.pre.attach(rp.Identity(), pub.SID(), sendsPreconnect(pub), stage.Listen(rp.Identity(), pub.SID()))
+	t, err := listenToMic(track, in)
 	if err != nil {
 		m.log.Warn("decoding a microphone", "identity", rp.Identity(), "err", err)
+		_ = in.Close()
 		return
 	}
 	m.mu.Lock()
@@ -145,10 +153,11 @@ func (m *mics) unsubscribed(_ *webrtc.TrackRemote, pub *lksdk.RemoteTrackPublica
 	}
 }
 
-// start feeds microphones to stage, from those already published on.
-func (m *mics) start(r *lksdk.Room, stage *voice.Stage) {
+// start feeds microphones to stage, from those already published on,
+// and tells heard of each user listened to.
+func (m *mics) start(r *lksdk.Room, stage *voice.Stage, heard func(identity string)) {
 	m.mu.Lock()
-	m.stage = stage
+	m.stage, m.heard = stage, heard
 	m.mu.Unlock()
 	for _, rp := range r.GetRemoteParticipants() {
 		for _, pub := range rp.TrackPublications() {

@@ -1,0 +1,589 @@
+package room
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/livekit/media-sdk"
+	"github.com/livekit/protocol/livekit"
+	lksdk "github.com/livekit/server-sdk-go/v2"
+	"gopkg.in/hraban/opus.v2"
+
+	"github.com/alicia-voice/alicia/pipeline/voice"
+)
+
+// PreconnectTopic is the byte-stream topic on which LiveKit's client SDKs
+// send what the microphone recorded before an agent was in the room: the
+// native SDKs raw 16-bit PCM, the JavaScript SDK its MediaRecorder's
+// WebM/Opus. The stream's attributes name the microphone track it belongs
+// to (trackId) and the PCM's format (sampleRate, channels).
+const PreconnectTopic = "lk.agent.pre-connect-audio-buffer"
+
+const (
+	// preconnectMaxSeconds bounds the audio taken: the clients stop
+	// recording after 10 s, and a longer stream is not theirs.
+	preconnectMaxSeconds = 12
+	// preconnectMaxContainer bounds a WebM stream: 12 s of Opus at its
+	// highest bitrate is below it.
+	preconnectMaxContainer = 1 << 20
+	// preconnectMaxPCMBytes bounds a PCM stream before its format is
+	// known: 12 s of 48 kHz stereo, more than the clients record, fits.
+	preconnectMaxPCMBytes = 3 << 20
+	// preconnectWait is how long a microphone's audio is held for its
+	// recording once the bot listens to it: the JavaScript client ends the
+	// recording when the bot subscribes, so it completes moments later.
+	// LiveKit's Python agents wait as long.
+	preconnectWait = 3 * time.Second
+	// preconnectKeep is how long a recording whose track the bot has not
+	// subscribed to yet is kept for it.
+	preconnectKeep = 10 * time.Second
+	// preconnectMaxPending bounds the recordings one room keeps for
+	// microphones not subscribed to yet; preconnectMaxPerSender the ones a
+	// sender may send at once.
+	preconnectMaxPending   = 32
+	preconnectMaxPerSender = 4
+)
+
+// preconnect receives the pre-connect recordings of a room and puts each
+// in front of its microphone's live audio, so that what a user said
+// before the bot came is heard, and heard first.
+type preconnect struct {
+	log *slog.Logger
+	// wait is preconnectWait (shorter in tests).
+	wait time.Duration
+
+	mu sync.Mutex
+	// reading counts the recordings each sender is sending now. Which
+	// track one belongs to is only known once it ends (see receive), so
+	// all of the sender's microphones wait for them.
+	reading map[string]int
+	// recordings read and not claimed by a microphone yet, by sender and
+	// track: a recording only ever reaches its sender's own track.
+	recordings map[preKey]recording
+	// gates: the microphones listened to while their recording may still
+	// come, by owner and track.
+	gates map[preKey]*preGate
+}
+
+type preKey struct{ identity, trackID string }
+
+// recording is a pre-connect recording at voice.InputRate, and when it
+// was read.
+type recording struct {
+	audio []int16
+	at    time.Time
+}
+
+func newPreconnect(log *slog.Logger) *preconnect {
+	return &preconnect{log: log, wait: preconnectWait, reading: map[string]int{},
+		recordings: map[preKey]recording{}, gates: map[preKey]*preGate{}}
+}
+
+// register receives the room's recordings from now on. It must come
+// before a client can see the bot: the SDK drops a stream whose header
+// comes before its handler. Registering again is harmless.
+func (p *preconnect) register(r *lksdk.Room) {
+	_ = r.RegisterByteStreamHandler(PreconnectTopic, func(sr *lksdk.ByteStreamReader, identity string) {
+		if rp := r.GetParticipantByIdentity(identity); rp != nil && rp.Kind() == lksdk.ParticipantAgent {
+			return
+		}
+		p.receive(sr, sr.Info.MimeType, sr.Info.Size, func() map[string]string { return sr.Info.Attributes }, identity)
+	})
+}
+
+// receive reads one recording on the SDK's goroutine for the stream (its
+// reads end when the stream does, or when the room is left) and hands it
+// to its microphone. Whatever is wrong with it, it is logged and dropped:
+// the live audio goes on without it.
+//
+// attrs gives the stream's attributes, read only once the stream ended:
+// the SDK adds the trailer's to the same map from its own goroutine, and
+// reading it earlier would race with a client that sends some.
+func (p *preconnect) receive(r io.Reader, mimeType string, size *uint64, attrs func() map[string]string, from string) {
+	log := p.log.With("identity", from, "mime", mimeType)
+	webm, err := preconnectKindOf(mimeType)
+	limit := preconnectMaxPCMBytes
+	if webm {
+		limit = preconnectMaxContainer
+	}
+	if err == nil && size != nil && *size > uint64(limit) {
+		err = fmt.Errorf("%d bytes announced", *size)
+	}
+	if err != nil {
+		log.Warn("voice: pre-connect audio ignored", "err", err)
+		return
+	}
+	if !p.begin(from) {
+		log.Warn("voice: pre-connect audio ignored: too many recordings at once")
+		return
+	}
+	var trackID string
+	var audio []int16
+	data, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	if err == nil && len(data) > limit {
+		err = fmt.Errorf("more than %d bytes", limit)
+	}
+	if err == nil {
+		a := attrs()
+		trackID = a["trackId"]
+		log = log.With("track", trackID)
+		audio, err = decodePreconnect(webm, a, data)
+	}
+	if err != nil {
+		log.Warn("voice: pre-connect audio ignored", "err", err)
+		audio = nil
+	} else {
+		log.Info("voice: pre-connect audio received", "seconds", float64(len(audio))/voice.InputRate)
+	}
+	p.end(from, trackID, audio)
+}
+
+// begin counts a recording from sender in progress, and holds the live
+// audio of its microphones meanwhile; false: it sends too many at once.
+func (p *preconnect) begin(sender string) bool {
+	p.mu.Lock()
+	if p.reading[sender] >= preconnectMaxPerSender {
+		p.mu.Unlock()
+		return false
+	}
+	p.reading[sender]++
+	gs := p.gatesOfLocked(sender)
+	p.mu.Unlock()
+	for _, g := range gs {
+		g.expect()
+	}
+	return true
+}
+
+// end hands a read recording (nil if it was unusable) to its microphone,
+// or keeps it for the microphone's subscription; the sender's other
+// microphones stop waiting for it.
+func (p *preconnect) end(sender, trackID string, audio []int16) {
+	key := preKey{sender, trackID}
+	now := time.Now()
+	p.mu.Lock()
+	if p.reading[sender]--; p.reading[sender] <= 0 {
+		delete(p.reading, sender)
+	}
+	p.pruneLocked(now)
+	g := p.gates[key]
+	if g == nil && len(audio) > 0 {
+		if len(p.recordings) < preconnectMaxPending {
+			p.recordings[key] = recording{audio, now}
+		} else {
+			p.log.Warn("voice: pre-connect audio dropped: too many waiting", "identity", sender, "track", trackID)
+		}
+	}
+	var others []*preGate
+	if p.reading[sender] == 0 {
+		others = slices.DeleteFunc(p.gatesOfLocked(sender), func(o *preGate) bool { return o == g })
+	}
+	p.mu.Unlock()
+	if g != nil {
+		g.deliver(audio)
+	}
+	for _, o := range others {
+		o.release()
+	}
+}
+
+func (p *preconnect) gatesOfLocked(identity string) []*preGate {
+	var gs []*preGate
+	for k, g := range p.gates {
+		if k.identity == identity {
+			gs = append(gs, g)
+		}
+	}
+	return gs
+}
+
+// pruneLocked drops the recordings nobody claimed in time.
+func (p *preconnect) pruneLocked(now time.Time) {
+	for k, rec := range p.recordings {
+		if now.Sub(rec.at) > preconnectKeep {
+			delete(p.recordings, k)
+		}
+	}
+}
+
+// attach puts the track's recording in front of its live audio into in.
+// The returned input holds the live audio while the recording is
+// expected (the client said it sends one, or one is being received from
+// it), for at most p.wait; a recording that comes within that time,
+// expected or not, is heard before whatever is still held.
+func (p *preconnect) attach(identity, trackID string, flagged bool, in micInput) micInput {
+	key := preKey{identity, trackID}
+	p.mu.Lock()
+	p.pruneLocked(time.Now())
+	if rec, ok := p.recordings[key]; ok {
+		delete(p.recordings, key)
+		p.mu.Unlock()
+		_ = in.Write(rec.audio)
+		return in
+	}
+	g := &preGate{in: in, key: key, log: p.log, detach: p.detach, flagged: flagged, holding: flagged || p.reading[identity] > 0}
+	p.gates[key] = g
+	g.timer = time.AfterFunc(p.wait, g.expire)
+	p.mu.Unlock()
+	return g
+}
+
+// sendsPreconnect reports whether the client said, when it published the
+// track, that it sends a pre-connect recording of it.
+func sendsPreconnect(pub *lksdk.RemoteTrackPublication) bool {
+	return slices.Contains(pub.TrackInfo().GetAudioFeatures(), livekit.AudioTrackFeature_TF_PRECONNECT_BUFFER)
+}
+
+// detach forgets g once it can take no recording.
+func (p *preconnect) detach(g *preGate) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gates[g.key] == g {
+		delete(p.gates, g.key)
+	}
+}
+
+// preGate is a microphone's input while its pre-connect recording may
+// come. It never blocks the SDK's media goroutine: live audio is held,
+// not waited on.
+type preGate struct {
+	in     micInput
+	key    preKey
+	log    *slog.Logger
+	detach func(*preGate)
+	timer  *time.Timer
+
+	// flagged: the client said it sends a recording of the track.
+	flagged bool
+
+	mu sync.Mutex
+	// holding: live audio is kept in held until the recording comes or
+	// the wait ends.
+	holding bool
+	held    [][]int16
+	heldLen int
+	// settled: the recording came or the wait ended; nothing more is
+	// held or taken.
+	settled bool
+	closed  bool
+}
+
+// Write implements micInput.
+func (g *preGate) Write(samples []int16) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.holding {
+		return g.in.Write(samples)
+	}
+	if g.heldLen+len(samples) > preconnectMaxSeconds*voice.InputRate {
+		return nil // a stalled recording must not grow memory
+	}
+	g.held = append(g.held, slices.Clone(samples))
+	g.heldLen += len(samples)
+	return nil
+}
+
+// Close implements micInput: the microphone is gone.
+func (g *preGate) Close() error {
+	g.mu.Lock()
+	g.flushLocked()
+	g.settled, g.closed = true, true
+	g.mu.Unlock()
+	g.timer.Stop()
+	g.detach(g)
+	return g.in.Close()
+}
+
+// expect holds the live audio from now on: the recording is being
+// received.
+func (g *preGate) expect() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.settled {
+		g.holding = true
+	}
+}
+
+// release lets the live audio through again, unless the client said a
+// recording of this track comes: the one received was of another.
+func (g *preGate) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.settled && !g.flagged {
+		g.flushLocked()
+	}
+}
+
+// deliver puts the recording before the live audio held, and lets the
+// live audio through from then on.
+func (g *preGate) deliver(audio []int16) {
+	g.mu.Lock()
+	if !g.settled {
+		if len(audio) > 0 {
+			_ = g.in.Write(audio)
+		}
+		g.flushLocked()
+		g.settled = true
+	}
+	g.mu.Unlock()
+	g.timer.Stop()
+	g.detach(g)
+}
+
+// expire ends the wait: what was held goes to the stage, and a recording
+// that comes later is dropped, since the live audio after it was heard.
+func (g *preGate) expire() {
+	g.mu.Lock()
+	if !g.settled {
+		if g.holding {
+			g.log.Warn("voice: the pre-connect audio did not come in time", "identity", g.key.identity, "track", g.key.trackID)
+		}
+		g.flushLocked()
+		g.settled = true
+	}
+	g.mu.Unlock()
+	g.detach(g)
+}
+
+func (g *preGate) flushLocked() {
+	if g.closed {
+		return
+	}
+	for _, s := range g.held {
+		_ = g.in.Write(s)
+	}
+	g.held, g.heldLen, g.holding = nil, 0, false
+}
+
+// preconnectKindOf tells a recording's encoding by its mime type: WebM
+// (true) is what the JavaScript SDK's MediaRecorder makes in Chrome and
+// Firefox; raw PCM (false) what the native SDKs send, as audio/pcm or
+// with the byte streams' default type. Safari's MP4 is not decoded.
+func preconnectKindOf(mimeType string) (webm bool, err error) {
+	mt := ""
+	if mimeType != "" {
+		if mt, _, err = mime.ParseMediaType(mimeType); err != nil {
+			return false, fmt.Errorf("mime type %q: %w", mimeType, err)
+		}
+	}
+	switch mt {
+	case "audio/webm", "audio/opus":
+		return true, nil
+	case "", "audio/pcm", "application/octet-stream":
+		return false, nil
+	}
+	return false, fmt.Errorf("unsupported mime type %q", mimeType)
+}
+
+// decodePreconnect returns a recording as voice.InputRate mono. PCM's
+// format is in the stream's attributes (sampleRate, channels); WebM
+// states its own.
+func decodePreconnect(webm bool, attrs map[string]string, data []byte) ([]int16, error) {
+	if attrs["trackId"] == "" {
+		return nil, errors.New("no trackId")
+	}
+	if webm {
+		return decodeWebMOpus(data)
+	}
+	rate, err := strconv.Atoi(attrs["sampleRate"])
+	if err != nil || rate < 8000 || rate > 192000 {
+		return nil, fmt.Errorf("sampleRate %q", attrs["sampleRate"])
+	}
+	channels, err := strconv.Atoi(attrs["channels"])
+	if err != nil || channels < 1 || channels > 8 {
+		return nil, fmt.Errorf("channels %q", attrs["channels"])
+	}
+	if len(data) > preconnectMaxSeconds*rate*channels*2 {
+		return nil, fmt.Errorf("longer than %d s", preconnectMaxSeconds)
+	}
+	return decodePCM(data, rate, channels)
+}
+
+// decodePCM mixes interleaved 16-bit little-endian PCM down to mono and
+// resamples it to voice.InputRate. A trailing partial frame is dropped.
+func decodePCM(data []byte, rate, channels int) ([]int16, error) {
+	frames := len(data) / (2 * channels)
+	if frames == 0 {
+		return nil, errors.New("no audio")
+	}
+	mono := make([]int16, frames)
+	for i := range mono {
+		var sum int
+		for c := range channels {
+			o := 2 * (i*channels + c)
+			sum += int(int16(uint16(data[o]) | uint16(data[o+1])<<8))
+		}
+		mono[i] = int16(sum / channels)
+	}
+	if rate == voice.InputRate {
+		return mono, nil
+	}
+	var out media.PCM16Sample
+	w := media.ResampleWriter(media.NewPCM16BufferWriter(&out, voice.InputRate), rate)
+	err := w.WriteSample(mono)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resampling %d Hz: %w", rate, err)
+	}
+	return out, nil
+}
+
+// Matroska element ids that lead to the Opus packets of a WebM file.
+const (
+	ebmlHeaderID  = 0x1A45DFA3
+	segmentID     = 0x18538067
+	tracksID      = 0x1654AE6B
+	trackEntryID  = 0xAE
+	trackNumberID = 0xD7
+	codecIDID     = 0x86
+	clusterID     = 0x1F43B675
+	blockGroupID  = 0xA0
+	blockID       = 0xA1
+	simpleBlockID = 0xA3
+)
+
+// decodeWebMOpus decodes the first Opus track of a WebM file to
+// voice.InputRate mono (libopus resamples and mixes down itself).
+//
+// The file is walked element by element rather than unmarshalled whole:
+// a MediaRecorder writes its segment and clusters with unknown sizes, and
+// every size read here is checked against the bytes there are, so a
+// hostile file cannot make the bot allocate what it claims.
+func decodeWebMOpus(data []byte) ([]int16, error) {
+	if len(data) < 4 || readUint(data[:4]) != ebmlHeaderID {
+		return nil, errors.New("not a WebM file")
+	}
+	dec, err := opus.NewDecoder(voice.InputRate, 1)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		out []int16
+		buf = make([]int16, voice.InputRate*120/1000) // Opus's longest frame
+		// entryNum and entryOpus: the track entry being read; opusNum:
+		// the first Opus track's number, once known.
+		entryNum  uint64
+		entryOpus bool
+		opusNum   uint64
+	)
+	for pos := 0; pos < len(data); {
+		id, n, err := ebmlVint(data[pos:], false)
+		if err != nil {
+			return nil, err
+		}
+		pos += n
+		size, n, err := ebmlVint(data[pos:], true)
+		if err != nil {
+			return nil, err
+		}
+		pos += n
+		switch id {
+		case segmentID, clusterID, tracksID, blockGroupID:
+			continue // their children follow; their size may be unknown
+		case trackEntryID:
+			entryNum, entryOpus = 0, false
+			continue
+		}
+		if size < 0 || size > int64(len(data)-pos) {
+			return nil, fmt.Errorf("element 0x%X: size %d past the end", id, size)
+		}
+		body := data[pos : pos+int(size)]
+		pos += int(size)
+		switch id {
+		case trackNumberID:
+			entryNum = readUint(body)
+		case codecIDID:
+			entryOpus = string(bytes.TrimRight(body, "\x00")) == "A_OPUS"
+		}
+		if opusNum == 0 && entryOpus && entryNum != 0 {
+			opusNum = entryNum
+		}
+		switch id {
+		case simpleBlockID, blockID:
+			if opusNum == 0 {
+				return nil, errors.New("a block before an Opus track")
+			}
+			num, frame, err := webmBlock(body)
+			if err != nil {
+				return nil, err
+			}
+			if num != opusNum {
+				continue
+			}
+			k, err := dec.Decode(frame, buf)
+			if err != nil {
+				return nil, fmt.Errorf("opus: %w", err)
+			}
+			if len(out)+k > preconnectMaxSeconds*voice.InputRate {
+				return nil, fmt.Errorf("longer than %d s", preconnectMaxSeconds)
+			}
+			out = append(out, buf[:k]...)
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no Opus audio")
+	}
+	return out, nil
+}
+
+// webmBlock splits a (Simple)Block into its track number and frame; the
+// recorders never lace audio, so laced blocks are refused.
+func webmBlock(b []byte) (uint64, []byte, error) {
+	num, n, err := ebmlVint(b, true)
+	if err != nil || num < 0 {
+		return 0, nil, errors.New("bad block")
+	}
+	if len(b) < n+3 {
+		return 0, nil, errors.New("short block")
+	}
+	if b[n+2]&0x06 != 0 {
+		return 0, nil, errors.New("laced block")
+	}
+	return uint64(num), b[n+3:], nil
+}
+
+// ebmlVint reads an EBML variable-length integer: an element id (marker
+// kept) or a size (marker dropped; -1 when all ones, an unknown size).
+func ebmlVint(b []byte, isSize bool) (int64, int, error) {
+	if len(b) == 0 || b[0] == 0 {
+		return 0, 0, errors.New("bad EBML header")
+	}
+	n := 1
+	for mask := byte(0x80); b[0]&mask == 0; mask >>= 1 {
+		n++
+	}
+	if n > len(b) || (!isSize && n > 4) {
+		return 0, 0, errors.New("bad EBML header")
+	}
+	v := int64(b[0])
+	if isSize {
+		v &= int64(0xFF >> n)
+	}
+	allOnes := v == int64(0xFF>>n)
+	for _, c := range b[1:n] {
+		v = v<<8 | int64(c)
+		allOnes = allOnes && c == 0xFF
+	}
+	if isSize && allOnes {
+		return -1, n, nil
+	}
+	return v, n, nil
+}
+
+func readUint(b []byte) uint64 {
+	var v uint64
+	for _, c := range b {
+		v = v<<8 | uint64(c)
+	}
+	return v
+}
