@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -172,8 +173,9 @@ func run(ctx context.Context, o options) error {
 	clockSrv := httptest.NewServer(clock)
 	defer clockSrv.Close()
 
-	var dbURL string
+	var dbURL, botDBURL string
 	var db *pgx.Conn
+	var pgw *pgWire
 	if o.postgres == "on" {
 		var drop func()
 		dbURL, drop, err = createDatabase(ctx)
@@ -185,13 +187,22 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		defer db.Close(context.Background())
+		// The bot reaches the database through a proxy that counts its
+		// statements and round trips (closed after the bot stops: defers
+		// run in reverse).
+		if botDBURL, pgw, err = proxied(dbURL); err != nil {
+			return err
+		}
+		if pgw != nil {
+			defer pgw.close()
+		}
 	}
 
 	thinking := "on"
 	if o.reasoning == "off" {
 		thinking = "off"
 	}
-	b, err := startBot(ctx, bot, dir, lk, []string{"ALICIA_DATABASE_URL=" + dbURL, "ALICIA_THINKING=" + thinking,
+	b, err := startBot(ctx, bot, dir, lk, []string{"ALICIA_DATABASE_URL=" + botDBURL, "ALICIA_THINKING=" + thinking,
 		"ALICIA_LLM_BACKEND=openai", "ALICIA_LLM_URL=" + clockSrv.URL + "/vllm/v1", "ALICIA_LLM_MODEL=Qwen3-8B"},
 		"-max-sessions", fmt.Sprint(2*o.n+10))
 	if err != nil {
@@ -251,6 +262,13 @@ func run(ctx context.Context, o options) error {
 	rows0, err := dbWrites(ctx, db)
 	if err != nil {
 		return err
+	}
+	wire0 := pgw.counts()
+	var pgCPU0 map[int]float64
+	if db != nil {
+		if pgCPU0, err = pgBackendCPU(ctx, db); err != nil {
+			return err
+		}
 	}
 	cpu0, _ := procCPU(pid)
 	lkCPU0, _ := procCPU(lk.PID())
@@ -318,8 +336,19 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	wire1 := pgw.counts()
+	var pgCPU float64
+	var pgCPUOK bool
+	if db != nil {
+		pgCPU1, err := pgBackendCPU(ctx, db)
+		if err != nil {
+			return err
+		}
+		pgCPU, pgCPUOK = pgCPUSince(pgCPU0, pgCPU1)
+	}
 
-	rep := report{o: o, pace: pace, users: joined, joinFailures: joinFailures, results: results, clock: clock,
+	rep := report{wire: wire1.minus(wire0), wireOn: pgw != nil, pgCPU: pgCPU, pgCPUOn: pgCPUOK,
+		o: o, pace: pace, users: joined, joinFailures: joinFailures, results: results, clock: clock,
 		cpu: cpu1 - cpu0, lkCPU: lkCPU1 - lkCPU0, selfCPU: selfCPU1 - selfCPU0, rss0: rss0, rss1: rss1, rssPeak: rssPeak, rows: rows1 - rows0, dbOn: db != nil, turnWall: turnWall, joinTook: joinTook, spread: cycle}
 	rep.print(os.Stdout)
 	return nil
@@ -499,6 +528,43 @@ func createDatabase(ctx context.Context) (string, func(), error) {
 		}
 	}
 	return u.String(), drop, nil
+}
+
+// proxied starts a counting proxy to the database at dbURL and returns
+// the URL that reaches it through the proxy; with no TCP host to forward
+// to (a Unix socket), the URL itself and no proxy.
+func proxied(dbURL string) (string, *pgWire, error) {
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		return "", nil, err
+	}
+	if u.Hostname() == "" || strings.HasPrefix(u.Query().Get("host"), "/") {
+		return dbURL, nil, nil
+	}
+	target := u.Host
+	if u.Port() == "" {
+		target = net.JoinHostPort(u.Hostname(), "5432")
+	}
+	w, err := startPGWire(target)
+	if err != nil {
+		return "", nil, err
+	}
+	u.Host = w.addr()
+	return u.String(), w, nil
+}
+
+// wireCounts are a pgWire's counters at one moment.
+type wireCounts struct{ statements, roundTrips int64 }
+
+func (w *pgWire) counts() wireCounts {
+	if w == nil {
+		return wireCounts{}
+	}
+	return wireCounts{w.statements.Load(), w.roundTrips.Load()}
+}
+
+func (c wireCounts) minus(d wireCounts) wireCounts {
+	return wireCounts{c.statements - d.statements, c.roundTrips - d.roundTrips}
 }
 
 // dbWrites is the rows inserted, updated and deleted in the bot's

@@ -28,9 +28,17 @@ type report struct {
 	rssPeak        int64
 	rows           int64
 	dbOn           bool
-	turnWall       time.Duration
-	spread         time.Duration // over which the first questions were asked
-	joinTook       time.Duration
+	// wire: the bot's statements and round trips to Postgres, counted on
+	// the wire (wireOn: through the bench's proxy).
+	wire   wireCounts
+	wireOn bool
+	// pgCPU: the CPU of the Postgres backends serving the bot's database
+	// (pgCPUOn: when they are processes of this machine).
+	pgCPU    float64
+	pgCPUOn  bool
+	turnWall time.Duration
+	spread   time.Duration // over which the first questions were asked
+	joinTook time.Duration
 }
 
 type dist []time.Duration
@@ -121,6 +129,13 @@ func (r report) print(w io.Writer) {
 		fmt.Fprintf(w, "| database rows written per turn | %s |\n", per(float64(r.rows), turns))
 	} else {
 		fmt.Fprintf(w, "| database rows written per turn | – (Postgres off) |\n")
+	}
+	if r.wireOn {
+		fmt.Fprintf(w, "| Postgres statements per turn | %s |\n", per(float64(r.wire.statements), turns))
+		fmt.Fprintf(w, "| Postgres round trips per turn | %s |\n", per(float64(r.wire.roundTrips), turns))
+	}
+	if r.pgCPUOn {
+		fmt.Fprintf(w, "| Postgres CPU-ms per turn | %s |\n", per(1000*r.pgCPU, turns))
 	}
 	fmt.Fprintf(w, "| bot CPU-ms per turn | %s |\n", per(1000*r.cpu, turns))
 	fmt.Fprintf(w, "| bot CPU use during the turns | %.0f%% of one core over %v |\n", 100*r.cpu/r.turnWall.Seconds(), r.turnWall.Round(time.Second))

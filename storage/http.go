@@ -20,6 +20,7 @@ type historyJSON struct {
 type messageJSON struct {
 	ID         string     `json:"id"`
 	Role       string     `json:"role"`
+	Author     string     `json:"author,omitempty"`
 	Content    string     `json:"content"`
 	Status     string     `json:"status"`
 	PreviousID string     `json:"previousId,omitempty"`
@@ -76,7 +77,7 @@ func HistoryHandler(s Store, authenticate func(*http.Request) (string, error), p
 		mode := preference(r.Context(), identity)
 		out := historyJSON{ConversationID: id, Messages: []messageJSON{}}
 		for _, e := range entries {
-			m := messageJSON{ID: e.ID, Role: e.Role, Content: e.Content, Status: e.Status, PreviousID: e.PreviousID,
+			m := messageJSON{ID: e.ID, Role: e.Role, Author: e.Author, Content: e.Content, Status: e.Status, PreviousID: e.PreviousID,
 				VariantOf: e.VariantOf, CreatedAt: e.CreatedAt}
 			for _, st := range e.Steps {
 				content := st.Content

@@ -59,6 +59,9 @@ func (m *Memory) SaveMessage(msg Message) {
 	for i := range list {
 		if list[i].ID == msg.ID {
 			msg.CreatedAt = list[i].CreatedAt
+			if msg.Author == "" {
+				msg.Author = list[i].Author
+			}
 			list[i] = msg
 			return
 		}

@@ -66,6 +66,12 @@ type Message struct {
 	VariantOf      string
 	ReplacedByID   string
 	CreatedAt      time.Time
+
+	// Author is the identity of the participant who wrote or said a user
+	// message, so that a conversation with several people keeps who said
+	// what; empty for the assistant's. Saving the message again without
+	// one keeps the one stored.
+	Author string
 }
 
 // Envelope is one sent server envelope.

@@ -40,17 +40,22 @@ type envRow struct {
 	encrypted bool
 }
 
-// writer drains the queue into Postgres, one transaction per batch.
+// writer drains the queue into Postgres, one transaction and one round
+// trip per batch.
 type writer struct {
 	pool      *pgxpool.Pool
 	log       *slog.Logger
 	batchSize int
 	softLimit int
-	metrics   *metrics
+	// window is how long a batch collects records before it is sent
+	// (group commit); zero or less sends at once.
+	window  time.Duration
+	metrics *metrics
 
 	mu      sync.Mutex
 	queue   []record
 	wake    chan struct{}
+	full    chan struct{} // the queue reached a batch: stop collecting
 	closing chan struct{}
 	done    chan struct{}
 	closed  bool
@@ -69,9 +74,9 @@ type metrics struct {
 	depth                                       prometheus.GaugeFunc
 }
 
-func newWriter(pool *pgxpool.Pool, log *slog.Logger, softLimit int, reg prometheus.Registerer) *writer {
-	w := &writer{pool: pool, log: log, batchSize: 500, softLimit: softLimit,
-		wake: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{}),
+func newWriter(pool *pgxpool.Pool, log *slog.Logger, softLimit int, window time.Duration, reg prometheus.Registerer) *writer {
+	w := &writer{pool: pool, log: log, batchSize: 500, softLimit: softLimit, window: window,
+		wake: make(chan struct{}, 1), full: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{}),
 		latencies: make([]time.Duration, 0, 4096)}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	counter := func(name, help string) prometheus.Counter {
@@ -109,14 +114,23 @@ func (w *writer) enqueue(r record) {
 		return
 	}
 	w.queue = append(w.queue, r)
-	over := len(w.queue) > w.softLimit
+	n := len(w.queue)
 	w.mu.Unlock()
 	w.metrics.queued.Inc()
-	if over {
+	if n > w.softLimit {
 		w.metrics.saturated.Inc()
 	}
+	signal(w.wake)
+	if n == w.batchSize {
+		signal(w.full)
+	}
+}
+
+// signal sends on a channel of capacity one without blocking: a signal
+// already pending says the same.
+func signal(c chan struct{}) {
 	select {
-	case w.wake <- struct{}{}:
+	case c <- struct{}{}:
 	default:
 	}
 }
@@ -134,20 +148,14 @@ func (w *writer) saturated() bool { return w.depth() > w.softLimit }
 func (w *writer) run() {
 	defer close(w.done)
 	for {
+		if !w.await() {
+			return
+		}
+		w.collect()
 		w.mu.Lock()
 		n := min(len(w.queue), w.batchSize)
 		batch := slices.Clone(w.queue[:n])
 		w.mu.Unlock()
-		if n == 0 {
-			select {
-			case <-w.wake:
-				continue
-			case <-w.closing:
-				return
-			case <-w.ctx.Done():
-				return
-			}
-		}
 		// The same batch is retried until it lands: exponential waits with
 		// jitter (so that many processes do not hammer a recovering
 		// server in step), from 100 ms up to 5 s, ending with close.
@@ -169,6 +177,66 @@ func (w *writer) run() {
 			continue
 		}
 		return // close ran out of time
+	}
+}
+
+// await waits for a queued record. false: the writer is to stop, as the
+// queue is empty and closed, or close ran out of time.
+func (w *writer) await() bool {
+	for {
+		if w.depth() > 0 {
+			return true
+		}
+		select {
+		case <-w.wake:
+		case <-w.closing:
+			// A record may have come between the look at the queue and
+			// close; none can come after it.
+			if w.depth() == 0 {
+				return false
+			}
+		case <-w.ctx.Done():
+			return false
+		}
+	}
+}
+
+// collect holds the queue until its oldest record has waited the window,
+// so that the records that come meanwhile, from every conversation and
+// from the rest of the same turn, share its round trip: a turn's records
+// come over seconds, one or a few at a time, and sent as they come they
+// cost a round trip each. A full batch, close and a queue that waited
+// already (behind a slow or failed write) go at once, so that no record
+// waits more than one window for it.
+//
+// The window opens with the first record, even after an idle spell. To
+// send a record that finds the writer idle at once, and hold only those
+// after it, would spend a round trip on the first record of every burst
+// (of a lone user's every turn) and save no one any waiting: writes are
+// off the turn's path, and the delay a window adds is only that of the
+// record's durability, bounded by the window.
+func (w *writer) collect() {
+	if w.window <= 0 {
+		return
+	}
+	select {
+	case <-w.full: // a signal from an earlier batch
+	default:
+	}
+	w.mu.Lock()
+	full := len(w.queue) >= w.batchSize
+	wait := w.window - time.Since(w.queue[0].enqueued)
+	w.mu.Unlock()
+	if full || wait <= 0 {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-w.full:
+	case <-w.closing:
+	case <-w.ctx.Done():
 	}
 }
 
@@ -197,19 +265,12 @@ func (w *writer) write(batch []record) error {
 }
 
 func (w *writer) commit(ctx context.Context, batch []record) error {
-	tx, err := w.pool.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(context.Background()) //nolint:errcheck // no-op after commit
-	b := &pgx.Batch{}
-	for _, r := range batch {
-		queue(b, &r)
-	}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
+	// Sent on the pool rather than in a transaction, the batch is one
+	// pipeline closed by a single Sync, and Postgres runs the statements
+	// before a Sync as one implicit transaction: all of them commit or
+	// none does, as with BEGIN and COMMIT, in one round trip instead of
+	// three.
+	if err := w.pool.SendBatch(ctx, statements(batch)).Close(); err != nil {
 		return err
 	}
 	w.metrics.batches.Inc()
@@ -217,33 +278,159 @@ func (w *writer) commit(ctx context.Context, batch []record) error {
 	return nil
 }
 
-// queue adds a record's statement. Every statement is idempotent: a batch
-// retried after a lost commit acknowledgement writes nothing twice.
-func queue(b *pgx.Batch, r *record) {
-	switch {
-	case r.conv != nil:
-		b.Queue(`INSERT INTO alicia_conversations (id, owner_identity, created_at, updated_at) VALUES ($1, $2, $3, $3)
-			ON CONFLICT (id) DO UPDATE SET updated_at = greatest(alicia_conversations.updated_at, excluded.updated_at)`,
-			r.conv.ID, r.conv.Owner, r.conv.CreatedAt)
-	case r.msg != nil:
-		m := r.msg
-		b.Queue(`INSERT INTO alicia_messages (id, conversation_id, previous_id, role, content, status, variant_of, replaced_by_id, created_at, updated_at)
-			VALUES ($1, $2, nullif($3, ''), $4, $5, $6, nullif($7, ''), nullif($8, ''), $9, $10)
-			ON CONFLICT (conversation_id, id) DO UPDATE SET content = excluded.content, status = excluded.status,
-				replaced_by_id = coalesce(excluded.replaced_by_id, alicia_messages.replaced_by_id), updated_at = excluded.updated_at`,
-			m.ID, m.ConversationID, m.PreviousID, m.Role, m.Content, m.Status, m.VariantOf, m.ReplacedByID, m.CreatedAt, r.enqueued)
-	case r.step != nil:
-		s := r.step
-		b.Queue(`INSERT INTO alicia_reasoning_steps (id, conversation_id, message_id, previous_id, step_index, content, content_encrypted,
-				encrypted_value, tool_call_id, cut_short, started_at, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) ON CONFLICT (id) DO NOTHING`,
-			s.id, s.conversationID, s.messageID, s.previousID, s.index, s.content, s.sealed, s.encryptedValue, s.toolCallID, s.cutShort, s.startedAt, s.endedAt)
-	case r.env != nil:
-		e := r.env
-		b.Queue(`INSERT INTO alicia_envelopes (conversation_id, stanza_id, payload, encrypted, destinations, sent_at)
-			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`,
-			e.ConversationID, e.StanzaID, e.Payload, e.encrypted, e.To, e.SentAt)
+// The batch's statements, one per table, each inserting all of the
+// batch's rows for its table from arrays: their text never changes, so
+// every connection prepares each once. Every statement is idempotent: a
+// batch retried after a lost commit acknowledgement writes nothing twice.
+const (
+	insertConversations = `INSERT INTO alicia_conversations (id, owner_identity, created_at, updated_at)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::timestamptz[])
+		ON CONFLICT (id) DO UPDATE SET updated_at = greatest(alicia_conversations.updated_at, excluded.updated_at)`
+	insertMessages = `INSERT INTO alicia_messages (id, conversation_id, previous_id, role, content, status, variant_of, replaced_by_id, created_at, updated_at, author)
+		SELECT id, conversation_id, nullif(previous_id, ''), role, content, status, nullif(variant_of, ''), nullif(replaced_by_id, ''), created_at, updated_at, nullif(author, '')
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[], $11::text[])
+			AS m (id, conversation_id, previous_id, role, content, status, variant_of, replaced_by_id, created_at, updated_at, author)
+		ON CONFLICT (conversation_id, id) DO UPDATE SET content = excluded.content, status = excluded.status,
+			replaced_by_id = coalesce(excluded.replaced_by_id, alicia_messages.replaced_by_id), updated_at = excluded.updated_at,
+			author = coalesce(excluded.author, alicia_messages.author)`
+	insertSteps = `INSERT INTO alicia_reasoning_steps (id, conversation_id, message_id, previous_id, step_index, content, content_encrypted,
+			encrypted_value, tool_call_id, cut_short, started_at, created_at)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int4[], $6::text[], $7::bytea[],
+			$8::text[], $9::text[], $10::bool[], $11::timestamptz[], $12::timestamptz[])
+		ON CONFLICT (id) DO NOTHING`
+	// An envelope's destinations are a slice of one flat array ($7): an
+	// array of arrays must be rectangular, and lists of addressees are
+	// not. A negative count stands for NULL (everyone).
+	insertEnvelopes = `INSERT INTO alicia_envelopes (conversation_id, stanza_id, payload, encrypted, destinations, sent_at)
+		SELECT conversation_id, stanza_id, payload, encrypted,
+			CASE WHEN n >= 0 THEN ($7::text[])[first + 1 : first + n] END, sent_at
+		FROM unnest($1::text[], $2::int4[], $3::bytea[], $4::bool[], $5::int4[], $6::int4[], $8::timestamptz[])
+			AS e (conversation_id, stanza_id, payload, encrypted, first, n, sent_at)
+		ON CONFLICT DO NOTHING`
+)
+
+// statements groups a batch by table. Conversations go first, so that
+// the rows referring to them find them. One statement may not touch a
+// row twice, so the records of one row are merged into the row the
+// statements one record at a time would have left:
+//   - a conversation keeps its first owner and creation time, and its
+//     latest time as updated_at;
+//   - a message keeps its first version's place (previous message, role,
+//     variant, creation time), its last version's content, status and
+//     update time, and the last replacement and author named;
+//   - a step or an envelope written twice keeps its first version (the
+//     later ones did nothing).
+func statements(batch []record) *pgx.Batch {
+	type msgKey struct{ conv, id string }
+	type envKey struct {
+		conv   string
+		stanza int32
 	}
+	var (
+		conv struct {
+			id, owner        []string
+			created, updated []time.Time
+		}
+		msg struct {
+			id, conv, prev, role, content, status, variant, replaced, author []string
+			created, updated                                                 []time.Time
+		}
+		step struct {
+			id, conv, msg, prev         []string
+			index                       []int32
+			content, encValue, toolCall []*string
+			sealed                      [][]byte
+			cut                         []bool
+			started, ended              []time.Time
+		}
+		env struct {
+			conv      []string
+			stanza    []int32
+			payload   [][]byte
+			encrypted []bool
+			first, n  []int32
+			sent      []time.Time
+		}
+		convs = map[string]int{}
+		msgs  = map[msgKey]int{}
+		steps = map[string]bool{}
+		envs  = map[envKey]bool{}
+	)
+	dests := []string{} // never NULL: an empty list is '{}', not NULL
+	for i := range batch {
+		r := &batch[i]
+		switch {
+		case r.conv != nil:
+			c := r.conv
+			if j, ok := convs[c.ID]; ok {
+				if c.CreatedAt.After(conv.updated[j]) {
+					conv.updated[j] = c.CreatedAt
+				}
+				continue
+			}
+			convs[c.ID] = len(conv.id)
+			conv.id, conv.owner = append(conv.id, c.ID), append(conv.owner, c.Owner)
+			conv.created, conv.updated = append(conv.created, c.CreatedAt), append(conv.updated, c.CreatedAt)
+		case r.msg != nil:
+			m := r.msg
+			if j, ok := msgs[msgKey{m.ConversationID, m.ID}]; ok {
+				msg.content[j], msg.status[j], msg.updated[j] = m.Content, m.Status, r.enqueued
+				if m.ReplacedByID != "" {
+					msg.replaced[j] = m.ReplacedByID
+				}
+				if m.Author != "" {
+					msg.author[j] = m.Author
+				}
+				continue
+			}
+			msgs[msgKey{m.ConversationID, m.ID}] = len(msg.id)
+			msg.id, msg.conv, msg.prev = append(msg.id, m.ID), append(msg.conv, m.ConversationID), append(msg.prev, m.PreviousID)
+			msg.role, msg.content, msg.status = append(msg.role, m.Role), append(msg.content, m.Content), append(msg.status, m.Status)
+			msg.variant, msg.replaced = append(msg.variant, m.VariantOf), append(msg.replaced, m.ReplacedByID)
+			msg.created, msg.updated = append(msg.created, m.CreatedAt), append(msg.updated, r.enqueued)
+			msg.author = append(msg.author, m.Author)
+		case r.step != nil:
+			s := r.step
+			if steps[s.id] {
+				continue
+			}
+			steps[s.id] = true
+			step.id, step.conv, step.msg, step.prev = append(step.id, s.id), append(step.conv, s.conversationID), append(step.msg, s.messageID), append(step.prev, s.previousID)
+			step.index, step.content, step.sealed = append(step.index, s.index), append(step.content, s.content), append(step.sealed, s.sealed)
+			step.encValue, step.toolCall, step.cut = append(step.encValue, s.encryptedValue), append(step.toolCall, s.toolCallID), append(step.cut, s.cutShort)
+			step.started, step.ended = append(step.started, s.startedAt), append(step.ended, s.endedAt)
+		case r.env != nil:
+			e := r.env
+			k := envKey{e.ConversationID, e.StanzaID}
+			if envs[k] {
+				continue
+			}
+			envs[k] = true
+			n := int32(-1)
+			if e.To != nil {
+				n = int32(len(e.To))
+			}
+			env.conv, env.stanza, env.payload = append(env.conv, e.ConversationID), append(env.stanza, e.StanzaID), append(env.payload, e.Payload)
+			env.encrypted, env.sent = append(env.encrypted, e.encrypted), append(env.sent, e.SentAt)
+			env.first, env.n = append(env.first, int32(len(dests))), append(env.n, n)
+			dests = append(dests, e.To...)
+		}
+	}
+	b := &pgx.Batch{}
+	if len(conv.id) > 0 {
+		b.Queue(insertConversations, conv.id, conv.owner, conv.created, conv.updated)
+	}
+	if len(msg.id) > 0 {
+		b.Queue(insertMessages, msg.id, msg.conv, msg.prev, msg.role, msg.content, msg.status, msg.variant, msg.replaced, msg.created, msg.updated, msg.author)
+	}
+	if len(step.id) > 0 {
+		b.Queue(insertSteps, step.id, step.conv, step.msg, step.prev, step.index, step.content, step.sealed,
+			step.encValue, step.toolCall, step.cut, step.started, step.ended)
+	}
+	if len(env.conv) > 0 {
+		b.Queue(insertEnvelopes, env.conv, env.stanza, env.payload, env.encrypted, env.first, env.n, dests, env.sent)
+	}
+	return b
 }
 
 func describe(r record) string {

@@ -52,6 +52,10 @@ type serveConfig struct {
 	// CoolOff is how long a failed model, recognition or synthesis server
 	// is skipped; it goes to LLM and Speech.
 	CoolOff time.Duration
+
+	// StorageBatchWindow is how long the storage writer collects records
+	// to send them together (group commit); zero: not at all.
+	StorageBatchWindow time.Duration
 }
 
 func parseServeConfig(args []string, stderr io.Writer) (*serveConfig, error) {
@@ -77,6 +81,7 @@ func (c *serveConfig) flags() *flag.FlagSet {
 	fs.StringVar(&c.DatabaseURL, "database-url", "", "Postgres URL, migrated at start-up; empty keeps conversations in memory")
 	fs.StringVar(&c.StoreReasoning, "store-reasoning", "plain", "what is stored of the reasoning: plain, encrypted or off")
 	fs.StringVar(&c.StorageKey, "storage-key", "", "base64 32-byte AES key for -store-reasoning encrypted")
+	fs.DurationVar(&c.StorageBatchWindow, "storage-batch-window", storage.DefaultBatchWindow, "how long the database writer collects records to send them in one round trip; 0: none")
 	fs.StringVar(&c.SystemPrompt, "system-prompt", "You are Alicia, a helpful voice assistant. Answer briefly.", "the model's system prompt")
 	fs.StringVar(&c.AGUIPath, "agui-path", "/agui", "path of the AG-UI endpoint")
 	fs.StringVar(&c.Thinking, "thinking", "on", "on: the model reasons before answering; off: it answers at once")
@@ -143,6 +148,9 @@ func (c *serveConfig) validate() error {
 			errs = append(errs, fmt.Errorf("%s must be positive, not %v", d.name, d.d))
 		}
 	}
+	if c.StorageBatchWindow < 0 {
+		errs = append(errs, fmt.Errorf("ALICIA_STORAGE_BATCH_WINDOW must not be negative, not %v", c.StorageBatchWindow))
+	}
 	if c.LLM.IdleTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("ALICIA_LLM_IDLE_TIMEOUT must be positive, not %v", c.LLM.IdleTimeout))
 	}
@@ -175,4 +183,13 @@ func (c *serveConfig) thinkingPolicy() pipeline.ThinkingPolicy {
 		spoken.Mode = pipeline.ThinkingOn
 	}
 	return pipeline.ThinkingPolicy{Typed: typed, Spoken: spoken}
+}
+
+// batchWindow is ALICIA_STORAGE_BATCH_WINDOW in storage.Config's terms,
+// where zero stands for the default.
+func (c *serveConfig) batchWindow() time.Duration {
+	if c.StorageBatchWindow == 0 {
+		return -1
+	}
+	return c.StorageBatchWindow
 }

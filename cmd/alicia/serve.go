@@ -79,7 +79,7 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	metrics := prometheus.NewRegistry()
 	metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	store, err := storage.Open(ctx, storage.Config{DatabaseURL: sc.DatabaseURL, Reasoning: storage.ReasoningMode(sc.StoreReasoning), Key: key,
-		Logger: log, Registerer: metrics})
+		BatchWindow: sc.batchWindow(), Logger: log, Registerer: metrics})
 	if err != nil {
 		return err
 	}
