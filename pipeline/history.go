@@ -13,7 +13,10 @@ import (
 
 // turnRecord is one answered user message, as the model sees it again.
 type turnRecord struct {
-	user      llm.Message
+	user llm.Message
+	// author is the identity of who wrote or said the user message
+	// (empty for a message stored before authors were).
+	author    string
 	encrypted []llm.Message // an AG-UI backend's reasoning values
 	answerID  string
 	answer    string
@@ -41,7 +44,7 @@ func (c *Conversation) history(ctx context.Context) []turnRecord {
 	for _, e := range entries {
 		switch {
 		case e.Role == "user" && e.Status != storage.StatusSuperseded:
-			turns = append(turns, turnRecord{user: llm.Message{ID: e.ID, Role: llm.RoleUser, Content: e.Content}})
+			turns = append(turns, turnRecord{user: llm.Message{ID: e.ID, Role: llm.RoleUser, Content: e.Content}, author: e.Author})
 		case e.Role == "assistant" && len(turns) > 0 && turns[len(turns)-1].user.ID == e.PreviousID &&
 			(e.Status == storage.StatusComplete || e.Status == storage.StatusStopped):
 			// The latest answer counts: a regenerated one replaces the first.
@@ -85,16 +88,53 @@ func (c *Conversation) remember(r turnRecord, sp *spec) {
 // localTurns bounds the overlay: storage catches up within a few turns.
 const localTurns = 16
 
-func historyOf(turns []turnRecord) []llm.Message {
+// historyOf is the turns as the model sees them. named: each user
+// message begins with its author's identity (see attributed).
+func historyOf(turns []turnRecord, named bool) []llm.Message {
 	var out []llm.Message
 	for _, t := range turns {
-		out = append(out, t.user)
+		out = append(out, attributed(t.user, t.author, named))
 		out = append(out, t.encrypted...)
 		if t.answer != "" {
 			out = append(out, llm.Message{ID: t.answerID, Role: llm.RoleAssistant, Content: t.answer})
 		}
 	}
 	return out
+}
+
+// severalSpeakersNote is added to the system prompt of a turn whose
+// conversation has heard more than one person, so that the model reads
+// the names that begin their messages as names, and does not repeat
+// them.
+const severalSpeakersNote = "\n\nSeveral people take part in this conversation. Each of their messages begins with the speaker's name and a colon; answer the person who spoke last, by name when it helps, and never begin your answer with a name and a colon."
+
+// severalSpeakers reports whether more than one person has written or
+// spoken in the conversation, counting from, who asks now.
+func severalSpeakers(turns []turnRecord, from string) bool {
+	seen := from
+	for _, t := range turns {
+		switch {
+		case t.author == "" || t.author == seen:
+		case seen == "":
+			seen = t.author
+		default:
+			return true
+		}
+	}
+	return false
+}
+
+// attributed is a user message as the model sees it in a conversation of
+// several people: its content begins with its author's identity
+// ("alice: …"). The content is the only place for it: Qwen3's chat
+// template renders a message's role and content and nothing else (an
+// OpenAI-style name on the message is accepted by vLLM and SGLang but
+// never reaches the prompt), and Ollama's chat API has no such field.
+func attributed(m llm.Message, author string, named bool) llm.Message {
+	if named && author != "" {
+		m.Content = author + ": " + m.Content
+	}
+	return m
 }
 
 // resolve checks a variation or edit against the history (they work on

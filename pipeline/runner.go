@@ -111,6 +111,9 @@ func (c *Conversation) run(t *Turn) {
 	// A preemptive turn saves nothing until it is confirmed.
 	store := t.storeOf(c.e.store)
 	var messages []llm.Message
+	// author wrote or said the question; named: the model is told who
+	// said what, since more than one person has.
+	author, named := sp.from, false
 	if sp.messages != nil {
 		messages = sp.messages
 	} else {
@@ -126,7 +129,11 @@ func (c *Conversation) run(t *Turn) {
 			// The message asked again, whole: it replaces its first form.
 			upTo = i
 		}
-		messages = append(historyOf(turns[:upTo]), llm.Message{ID: sp.user.ID, Role: llm.RoleUser, Content: sp.user.Content})
+		if sp.vary != "" {
+			author = turns[sp.replaces].author // answered again for whoever asks
+		}
+		named = severalSpeakers(turns, author)
+		messages = append(historyOf(turns[:upTo], named), attributed(llm.Message{ID: sp.user.ID, Role: llm.RoleUser, Content: sp.user.Content}, author, named))
 		if sp.prefix != "" {
 			// Continue: the model sees its cut answer and is asked to go on.
 			messages = append(messages, llm.Message{Role: llm.RoleAssistant, Content: sp.prefix},
@@ -136,7 +143,7 @@ func (c *Conversation) run(t *Turn) {
 	m := sp.user
 	now := time.Now()
 	if sp.vary == "" {
-		store.SaveMessage(storage.Message{ID: m.ID, ConversationID: c.ID, PreviousID: m.PreviousID, Role: "user", Content: m.Content, Status: storage.StatusComplete, CreatedAt: sp.received})
+		store.SaveMessage(storage.Message{ID: m.ID, ConversationID: c.ID, PreviousID: m.PreviousID, Role: "user", Author: author, Content: m.Content, Status: storage.StatusComplete, CreatedAt: sp.received})
 	}
 	store.SaveMessage(storage.Message{ID: t.ID, ConversationID: c.ID, PreviousID: m.ID, Role: "assistant", Status: storage.StatusStreaming, VariantOf: sp.variantOf, CreatedAt: now})
 
@@ -171,6 +178,9 @@ func (c *Conversation) run(t *Turn) {
 		clientTools[ct.Name] = ct
 	}
 	system := c.cfg.System + sp.system
+	if named {
+		system += severalSpeakersNote
+	}
 	thinking, budget := c.thinkingFor(sp, face)
 	req := &llm.Request{ConversationID: c.ID, System: system, Thinking: thinking, Tools: c.toolDefs(clientTools), Messages: messages}
 
@@ -239,7 +249,7 @@ func (c *Conversation) run(t *Turn) {
 	store.SaveMessage(storage.Message{ID: t.ID, ConversationID: c.ID, PreviousID: m.ID, Role: "assistant", Content: content, Status: status, VariantOf: sp.variantOf, CreatedAt: now})
 	if status != storage.StatusSuperseded {
 		t.hold.do(func() {
-			c.remember(turnRecord{user: llm.Message{ID: m.ID, Role: llm.RoleUser, Content: m.Content}, encrypted: encrypted, answerID: t.ID, answer: sp.prefix + content}, sp)
+			c.remember(turnRecord{user: llm.Message{ID: m.ID, Role: llm.RoleUser, Content: m.Content}, author: author, encrypted: encrypted, answerID: t.ID, answer: sp.prefix + content}, sp)
 		})
 	}
 }

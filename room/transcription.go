@@ -115,9 +115,10 @@ var _ voice.Room = (*speech)(nil)
 
 // Transcript implements voice.Room. Interim transcripts replace each
 // other under the utterance's id; the final one's id is the user
-// message's.
+// message's. Each names its speaker, as the lk.transcription stream
+// does by its sender, for a room of several people.
 func (v *speech) Transcript(_ context.Context, t voice.Transcript) {
-	v.s.Send(&wire.Transcription{ID: t.ID, ConversationID: v.s.ID, Text: t.Text, Final: t.Final})
+	v.s.Send(&wire.Transcription{ID: t.ID, ConversationID: v.s.ID, Text: t.Text, Final: t.Final, Speaker: t.Speaker})
 	v.s.post(func() {
 		if err := sendTranscript(v.s.out, t.Speaker, t.TrackID, voice.UserSegment(t.ID), t.Text, t.Final); err != nil {
 			v.s.log.Warn("publishing a transcript stream", "err", err)

@@ -109,6 +109,10 @@ type Transcription struct {
 	Final          bool     `json:"final,omitempty"`
 	Confidence     *float64 `json:"confidence,omitempty"`
 	Language       string   `json:"language,omitempty"`
+	// Speaker is the identity of the participant whose speech this is, so
+	// that a room of several people sees who said what (Alicia's
+	// addition; optional, and skipped by a client that does not know it).
+	Speaker string `json:"speaker,omitempty"`
 }
 
 // ControlStop (type 10) asks the server to stop generating or speaking.

@@ -16,8 +16,10 @@ import (
 // Each step runs on Run's goroutine, posted by the speaker's listener.
 
 // onset: a speaker's utterance id began, its voice at at.
-func (l *loop) onset(id string, at time.Time) {
-	if l.asked.id != "" && l.thinkingAbout(l.asked.id) {
+func (l *loop) onset(speaker, id string, at time.Time) {
+	// Only the speaker who asked adds to the question: another's onset
+	// must not take the slot of an addition the asker may be making.
+	if l.asked.id != "" && l.asked.speaker == speaker && l.thinkingAbout(l.asked.id) {
 		l.addsTo = id
 	}
 	if l.play == nil {

@@ -230,7 +230,7 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 						id, interrupts, sinceInter = wire.NewID("msg"), false, 0
 						guessedAt, preempted = 0, ""
 						uid, at := id, c.at.Add(-ev.Speech)
-						s.post(func(l *loop) { l.onset(uid, at) })
+						s.post(func(l *loop) { l.onset(speaker, uid, at) })
 						rt.start(uid, e.Utterance())
 					case SpeechEnded:
 						uid, heard := id, heardAt{speechEnd: c.at.Add(-ev.Trailing), silent: c.at, endpointed: time.Now()}
