@@ -102,6 +102,33 @@ func Hum(ms, sampleRate int) []int16 {
 	return out
 }
 
+// MmHm is a listener's "mm-hm" in espeak-ng's voice at sampleRate, with
+// espeak-ng's silence around it. It is given as phonemes (a long m, h, a
+// long m): the written "mm-hm" espeak-ng spells out as the letters M, M,
+// H, M, which are words and last over a second, an interruption by any
+// measure.
+func MmHm(t testing.TB, sampleRate int) []int16 {
+	t.Helper()
+	return Render(t, "[[m:'hm:]]", 140, sampleRate)
+}
+
+// Burst is ms milliseconds of white noise whose level is dbfs (RMS; speech
+// is about -20 dBFS), from a fixed seed: a clatter, a passing car, loud
+// enough for a VAD to take for voice and holding no word.
+func Burst(ms, sampleRate int, dbfs float64, seed uint32) []int16 {
+	out := make([]int16, ms*sampleRate/1000)
+	// Uniform noise on [-a, a] has an RMS of a/√3.
+	a := int32(math.Min(32767, 32768*math.Pow(10, dbfs/20)*math.Sqrt(3)))
+	x := seed | 1
+	for i := range out {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		out[i] = int16(int32(x%uint32(2*a+1)) - a)
+	}
+	return out
+}
+
 // WER is the word error rate of hyp against ref: word edits (insertions,
 // deletions, substitutions) over the words of ref, after normalising case
 // and punctuation.
