@@ -133,7 +133,7 @@ func TestAGUIThenLiveKit(t *testing.T) {
 	}
 }
 
-// History is read at every turn: an AG-UI turn taken on a thread while its
+// An AG-UI turn taken on a thread, through another engine, while its
 // LiveKit room is live is history for the room's next turn.
 func TestAGUITurnWhileLiveKitRoomIsLive(t *testing.T) {
 	e := startAGUI(t)

@@ -127,10 +127,14 @@ type Conversation struct {
 	last    *Turn
 	held    *Turn // a preemptive turn not confirmed yet (Preempt)
 
-	mu      sync.Mutex
-	local   []turnRecord    // turns this process answered, newest last
-	gone    map[string]bool // user messages this process superseded
-	speaker Speaker
+	mu    sync.Mutex
+	local []turnRecord // turns this process answered, newest last
+	// stored: the turns storage held when last read (nil until then),
+	// at storedVersion (Store.HistoryVersion); local is laid over it.
+	stored        []turnRecord
+	storedVersion uint64
+	gone          map[string]bool // user messages this process superseded
+	speaker       Speaker
 	// attached counts Attach calls, so that a detach undoes its own only.
 	attached int
 

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -31,16 +32,45 @@ type pendingEdit struct {
 // editWait is how long an edit waits for its replacement message.
 const editWait = 5 * time.Second
 
-// history is the conversation's turns as a new turn must see them: read
-// from storage at every turn, so that turns taken through another face or
-// process count, with this process's own turns laid over them (storage
-// writes are queued and may not have landed yet).
+// history is the conversation's turns as a new turn must see them: what
+// storage holds, with this process's own turns laid over it (storage
+// writes are queued and may not have landed yet). Storage is read again
+// only when it says that something other than this engine wrote to the
+// conversation since (a turn taken through another process or engine):
+// the turns of the process serving a room cost no read.
 func (c *Conversation) history(ctx context.Context) []turnRecord {
-	entries, err := c.e.store.History(ctx, c.ID)
-	if err != nil {
-		entries = nil // a new conversation
+	v, known := c.e.store.HistoryVersion(c.ID)
+	c.mu.Lock()
+	fresh := known && c.stored != nil && c.storedVersion == v
+	c.mu.Unlock()
+	if !fresh {
+		// The version is taken before the read: a write announced during
+		// it makes the next turn read again.
+		if read := c.readHistory(ctx); read != nil {
+			c.mu.Lock()
+			c.stored, c.storedVersion = read, v
+			c.mu.Unlock()
+		}
 	}
-	var turns []turnRecord
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	turns := slices.DeleteFunc(slices.Clone(c.stored), func(t turnRecord) bool { return c.gone[t.user.ID] })
+	for _, l := range c.local {
+		turns = overlay(turns, l)
+	}
+	return turns
+}
+
+// readHistory is the turns storage holds; never nil, so that an empty
+// conversation is kept as read too. A failed read gives nil, and the
+// turn goes on with what was read before, if anything.
+func (c *Conversation) readHistory(ctx context.Context) []turnRecord {
+	entries, err := c.e.store.History(ctx, c.ID)
+	if err != nil && !errors.Is(err, storage.ErrNotFound) {
+		c.log.Warn("reading the conversation's history; this turn goes without it", "err", err)
+		return nil
+	}
+	turns := []turnRecord{}
 	for _, e := range entries {
 		switch {
 		case e.Role == "user" && e.Status != storage.StatusSuperseded:
@@ -57,20 +87,22 @@ func (c *Conversation) history(ctx context.Context) []turnRecord {
 			}
 		}
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	turns = slices.DeleteFunc(turns, func(t turnRecord) bool { return c.gone[t.user.ID] })
-	for _, l := range c.local {
-		if i := slices.IndexFunc(turns, func(t turnRecord) bool { return t.user.ID == l.user.ID }); i >= 0 {
-			turns[i] = l
-		} else {
-			turns = append(turns, l)
-		}
-	}
 	return turns
 }
 
-// remember lays a finished turn over what storage holds.
+// overlay puts r in place of the turn on the same user message, or after
+// the others.
+func overlay(turns []turnRecord, r turnRecord) []turnRecord {
+	if i := slices.IndexFunc(turns, func(t turnRecord) bool { return t.user.ID == r.user.ID }); i >= 0 {
+		turns[i] = r
+		return turns
+	}
+	return append(turns, r)
+}
+
+// remember lays a finished turn over what storage held. The oldest of
+// the overlay's turns go into what was read once, so that none is lost
+// from the history.
 func (c *Conversation) remember(r turnRecord, sp *spec) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -80,12 +112,19 @@ func (c *Conversation) remember(r turnRecord, sp *spec) {
 	}
 	c.local = slices.DeleteFunc(c.local, func(t turnRecord) bool { return t.user.ID == r.user.ID })
 	c.local = append(c.local, r)
-	if len(c.local) > localTurns {
-		c.local = c.local[len(c.local)-localTurns:]
+	if n := len(c.local) - localTurns; n > 0 {
+		if c.stored != nil {
+			for _, old := range c.local[:n] {
+				c.stored = overlay(c.stored, old)
+			}
+		}
+		c.local = slices.Delete(c.local, 0, n)
 	}
 }
 
-// localTurns bounds the overlay: storage catches up within a few turns.
+// localTurns bounds the overlay; older turns are folded into what was
+// read (a late change to one, such as the words heard of an interrupted
+// answer, comes within a turn or two).
 const localTurns = 16
 
 // historyOf is the turns as the model sees them. named: each user

@@ -53,6 +53,8 @@ type Store interface {
 	SaveStep(reasoning.Step)
 	Conversation(ctx context.Context, id string) (storage.Conversation, error)
 	History(ctx context.Context, conversationID string) ([]storage.Entry, error)
+	// HistoryVersion says when History must be read again (storage.Store).
+	HistoryVersion(conversationID string) (v uint64, ok bool)
 	Saturated() bool
 }
 

@@ -53,7 +53,7 @@ func landings(t *testing.T, pool *pgxpool.Pool) func(convs ...string) {
 func warmWriter(t *testing.T, window time.Duration) (*writer, *pgxpool.Pool, func() int64) {
 	t.Helper()
 	pool, flights := countingPool(t)
-	w := newWriter(pool, slog.New(slog.DiscardHandler), 1000, window, nil)
+	w := newWriter(pool, slog.New(slog.DiscardHandler), 1000, window, "", nil)
 	t.Cleanup(func() { w.close(context.Background()) })
 	if err := w.write(turnRecords("warm", time.Now())); err != nil {
 		t.Fatal(err)

@@ -24,7 +24,8 @@ type Memory struct {
 	messages      map[string][]Message // by conversation, in order
 	steps         map[string][]reasoning.Step
 	envelopes     map[string][]Envelope
-	stanzas       map[string]int32 // last reserved stanza magnitude
+	stanzas       map[string]int32  // last reserved stanza magnitude
+	versions      map[string]uint64 // writes to each conversation's messages and steps
 }
 
 // NewMemory returns an empty in-memory store.
@@ -33,7 +34,7 @@ func NewMemory(mode ReasoningMode) *Memory {
 		Memory: reasoning.NewMemory(), mode: mode,
 		conversations: map[string]Conversation{}, messages: map[string][]Message{},
 		steps: map[string][]reasoning.Step{}, envelopes: map[string][]Envelope{},
-		stanzas: map[string]int32{},
+		stanzas: map[string]int32{}, versions: map[string]uint64{},
 	}
 }
 
@@ -55,6 +56,7 @@ func (m *Memory) SaveMessage(msg Message) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.versions[msg.ConversationID]++
 	list := m.messages[msg.ConversationID]
 	for i := range list {
 		if list[i].ID == msg.ID {
@@ -75,6 +77,7 @@ func (m *Memory) SaveStep(s reasoning.Step) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.versions[s.ConversationID]++
 	for _, old := range m.steps[s.ConversationID] {
 		if old.ID == s.ID {
 			return

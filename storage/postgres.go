@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
+	gonanoid "github.com/matoous/go-nanoid/v2"
 	"github.com/pressly/goose/v3"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -93,6 +94,17 @@ type Postgres struct {
 	listening  atomic.Bool
 	stopListen context.CancelFunc
 	listenDone chan struct{}
+
+	// The history of a conversation is read once by the engine of the
+	// process serving it, which lays its own turns over it; what another
+	// process writes to the conversation is announced (historyChannel) and
+	// changes the conversation's HistoryVersion here. origin names this
+	// process in its own announcements.
+	origin    string
+	histMu    sync.Mutex
+	histSeen  map[string]uint64 // conversation → the announcement that last named it
+	histBase  uint64            // every version is at least this: raised when announcements may have been missed
+	histCount uint64
 }
 
 // OpenPostgres connects, migrates and starts the writer.
@@ -114,14 +126,16 @@ func OpenPostgres(ctx context.Context, c Config) (*Postgres, error) {
 		pool.Close()
 		return nil, err
 	}
-	p := &Postgres{pool: pool, mode: c.Reasoning, log: c.Logger, prefs: map[string]reasoning.Mode{}, listenDone: make(chan struct{})}
+	p := &Postgres{pool: pool, mode: c.Reasoning, log: c.Logger, prefs: map[string]reasoning.Mode{}, listenDone: make(chan struct{}),
+		histSeen: map[string]uint64{}}
 	if c.Reasoning == ReasoningEncrypted {
 		if p.sealer, err = newSealer(c.Key); err != nil {
 			pool.Close()
 			return nil, err
 		}
 	}
-	p.w = newWriter(pool, c.Logger, c.QueueLimit, c.BatchWindow, c.Registerer)
+	p.origin = "p_" + gonanoid.MustGenerate("abcdefghijklmnopqrstuvwxyz0123456789", 12)
+	p.w = newWriter(pool, c.Logger, c.QueueLimit, c.BatchWindow, p.origin, c.Registerer)
 	listenCtx, stop := context.WithCancel(context.Background())
 	p.stopListen = stop
 	go p.listen(listenCtx)

@@ -44,7 +44,7 @@ func (p *Postgres) listenOnce(ctx context.Context) error {
 	// back to the pool.
 	pc := conn.Hijack()
 	defer pc.Close(context.Background())
-	if _, err := pc.Exec(ctx, "LISTEN "+preferencesChannel); err != nil {
+	if _, err := pc.Exec(ctx, "LISTEN "+preferencesChannel+"; LISTEN "+historyChannel); err != nil {
 		return err
 	}
 	// Whatever was cached may have changed while nobody listened.
@@ -52,11 +52,16 @@ func (p *Postgres) listenOnce(ctx context.Context) error {
 	clear(p.prefs)
 	p.epoch.Add(1)
 	p.prefMu.Unlock()
+	p.historyMissed()
 	p.listening.Store(true)
 	for {
 		n, err := pc.WaitForNotification(ctx)
 		if err != nil {
 			return err
+		}
+		if n.Channel == historyChannel {
+			p.historyAnnounced(n.Payload)
+			continue
 		}
 		p.prefMu.Lock()
 		delete(p.prefs, n.Payload)

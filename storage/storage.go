@@ -111,6 +111,10 @@ type Store interface {
 	// History returns a conversation's messages in order, each with its
 	// reasoning steps in order.
 	History(ctx context.Context, conversationID string) ([]Entry, error)
+	// HistoryVersion changes when the conversation's messages or steps
+	// may have changed other than through this process's own engine (ok
+	// false: it cannot tell, read History again).
+	HistoryVersion(conversationID string) (v uint64, ok bool)
 	// Envelopes returns the envelopes after stanza -after (after is an
 	// absolute value, as Configuration.lastSequenceSeen), in order, that
 	// were addressed to identity or to everyone.

@@ -51,6 +51,9 @@ type writer struct {
 	// (group commit); zero or less sends at once.
 	window  time.Duration
 	metrics *metrics
+	// origin names this process in the announcements of what it wrote
+	// (historyChannel), so that it does not take its own for another's.
+	origin string
 
 	mu      sync.Mutex
 	queue   []record
@@ -74,8 +77,8 @@ type metrics struct {
 	depth                                       prometheus.GaugeFunc
 }
 
-func newWriter(pool *pgxpool.Pool, log *slog.Logger, softLimit int, window time.Duration, reg prometheus.Registerer) *writer {
-	w := &writer{pool: pool, log: log, batchSize: 500, softLimit: softLimit, window: window,
+func newWriter(pool *pgxpool.Pool, log *slog.Logger, softLimit int, window time.Duration, origin string, reg prometheus.Registerer) *writer {
+	w := &writer{pool: pool, log: log, batchSize: 500, softLimit: softLimit, window: window, origin: origin,
 		wake: make(chan struct{}, 1), full: make(chan struct{}, 1), closing: make(chan struct{}), done: make(chan struct{}),
 		latencies: make([]time.Duration, 0, 4096)}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
@@ -270,7 +273,7 @@ func (w *writer) commit(ctx context.Context, batch []record) error {
 	// before a Sync as one implicit transaction: all of them commit or
 	// none does, as with BEGIN and COMMIT, in one round trip instead of
 	// three.
-	if err := w.pool.SendBatch(ctx, statements(batch)).Close(); err != nil {
+	if err := w.pool.SendBatch(ctx, statements(batch, w.origin)).Close(); err != nil {
 		return err
 	}
 	w.metrics.batches.Inc()
@@ -320,7 +323,7 @@ const (
 //     update time, and the last replacement and author named;
 //   - a step or an envelope written twice keeps its first version (the
 //     later ones did nothing).
-func statements(batch []record) *pgx.Batch {
+func statements(batch []record, origin string) *pgx.Batch {
 	type msgKey struct{ conv, id string }
 	type envKey struct {
 		conv   string
@@ -430,7 +433,31 @@ func statements(batch []record) *pgx.Batch {
 	if len(env.conv) > 0 {
 		b.Queue(insertEnvelopes, env.conv, env.stanza, env.payload, env.encrypted, env.first, env.n, dests, env.sent)
 	}
+	if changed := historyChanged(msg.conv, step.conv); len(changed) > 0 {
+		// Delivered at commit, with the rows.
+		b.Queue(announceHistory, origin, changed)
+	}
 	return b
+}
+
+// announceHistory tells every store listening which conversations' messages
+// or steps a batch wrote ("origin conversation"; Postgres sends each
+// distinct payload of a transaction once).
+const announceHistory = `SELECT pg_notify('` + historyChannel + `', $1 || ' ' || c) FROM unnest($2::text[]) AS c`
+
+// historyChanged lists each conversation of convs once.
+func historyChanged(convs ...[]string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, list := range convs {
+		for _, c := range list {
+			if !seen[c] {
+				seen[c] = true
+				out = append(out, c)
+			}
+		}
+	}
+	return out
 }
 
 func describe(r record) string {
