@@ -202,24 +202,18 @@ func TestKilledWorkerIsTakenOver(t *testing.T) {
 	}
 	defer conn.Close(context.Background())
 	for _, u := range users {
-		rows, err := conn.Query(ctx, `SELECT role, content, status FROM alicia_messages WHERE conversation_id = $1 ORDER BY created_at`, u.convID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		questions := map[string]int{}
+		// The bot writes in batches: the third answer's last state lands
+		// a moment after the client read it.
+		var questions map[string]int
 		var answers []string
-		for rows.Next() {
-			var role, content, status string
-			if err := rows.Scan(&role, &content, &status); err != nil {
-				t.Fatal(err)
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			questions, answers = stored(ctx, t, conn, u.convID)
+			if slices.Equal(answers, []string{"complete", "interrupted", "complete"}) || time.Now().After(deadline) {
+				break
 			}
-			if role == "user" {
-				questions[content]++
-			} else {
-				answers = append(answers, status)
-			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		rows.Close()
 		for k := 1; k <= 3; k++ {
 			q := fmt.Sprintf("Question %d in %s: how are you today?", k, u.convID)
 			if k != 2 && questions[q] != 1 {
@@ -234,4 +228,32 @@ func TestKilledWorkerIsTakenOver(t *testing.T) {
 		}
 		t.Logf("%s: questions %d, answers %v", u.convID, len(questions), answers)
 	}
+}
+
+// stored is what Postgres holds of a conversation: how often each
+// question is there, and the answers' statuses in order.
+func stored(ctx context.Context, t *testing.T, conn *pgx.Conn, conv string) (map[string]int, []string) {
+	t.Helper()
+	rows, err := conn.Query(ctx, `SELECT role, content, status FROM alicia_messages WHERE conversation_id = $1 ORDER BY created_at`, conv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	questions := map[string]int{}
+	var answers []string
+	for rows.Next() {
+		var role, content, status string
+		if err := rows.Scan(&role, &content, &status); err != nil {
+			t.Fatal(err)
+		}
+		if role == "user" {
+			questions[content]++
+		} else {
+			answers = append(answers, status)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return questions, answers
 }

@@ -53,13 +53,20 @@ func (a *Agent) renew(ctx context.Context) {
 	}
 	for _, l := range expired {
 		a.log.Warn("a process's lease lapsed; dispatching its rooms again", "worker", l.Worker, "rooms", len(l.Rooms))
-		for i, room := range l.Rooms {
-			var bot string
-			if i < len(l.Bots) {
-				bot = l.Bots[i]
+		// Not on the renewal's goroutine: a dead process's hundreds of
+		// rooms must not hold this one's own renewals back until its
+		// lease lapses too.
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			for i, room := range l.Rooms {
+				var bot string
+				if i < len(l.Bots) {
+					bot = l.Bots[i]
+				}
+				a.takeOverLapsed(ctx, room, bot)
 			}
-			a.takeOverLapsed(ctx, room, bot)
-		}
+		}()
 	}
 }
 
