@@ -107,25 +107,3 @@ func TestSpeechWhileTheRoomReconnects(t *testing.T) {
 		t.Fatalf("last %s", envs[2].Type())
 	}
 }
-
-// An answer cut before a word of it was heard gets its stream all the
-// same, empty and closed not final: a client showing the text as it was
-// generated learns that none of it was heard.
-func TestAnswerCutBeforeAWordIsAnEmptyCutStream(t *testing.T) {
-	s, rec := testSession(t, storage.NewMemory(storage.ReasoningPlain), "conv_cut")
-	configure(t, s, "alice", 1, 0)
-	waitFor(t, rec, func(e []*wire.Envelope) bool { return len(e) == 1 })
-	s.speech.AgentSpeech(context.Background(), voice.AgentSpeech{SegmentID: voice.AnswerSegment("msg_1"), TrackID: "TR_bot", Cut: true})
-	settle(s)
-
-	rec.mu.Lock()
-	packets := slices.Clone(rec.packets)
-	rec.mu.Unlock()
-	if len(packets) != 2 {
-		t.Fatalf("%d packets, want a header and a trailer", len(packets))
-	}
-	h, tr := packets[0].GetStreamHeader(), packets[1].GetStreamTrailer()
-	if h == nil || h.Attributes[AttrSegmentID] != voice.AnswerSegment("msg_1") || tr == nil || tr.StreamId != h.StreamId || tr.Attributes[AttrTranscriptFinal] != "false" {
-		t.Fatalf("header %+v, trailer %+v", h, tr)
-	}
-}

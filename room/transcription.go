@@ -134,11 +134,11 @@ func (v *speech) AgentSpeech(_ context.Context, sp voice.AgentSpeech) {
 
 func (v *speech) agentSpeech(sp voice.AgentSpeech) {
 	st := v.answers[sp.SegmentID]
+	if st == nil && sp.Cut {
+		return // cut before a word of it was heard
+	}
 	if st == nil {
-		// A new answer, or one cut before a word of it was heard: that
-		// one still gets its stream, empty and not final, so that a page
-		// showing the text as generated learns none of it was heard. An
-		// earlier answer still open was cut short: closed not final.
+		// A new answer: one cut short is closed as not final.
 		for id, old := range v.answers {
 			_ = old.close(false)
 			delete(v.answers, id)
