@@ -70,6 +70,21 @@ func (c *Conversation) readHistory(ctx context.Context) []turnRecord {
 		c.log.Warn("reading the conversation's history; this turn goes without it", "err", err)
 		return nil
 	}
+	return turnsOf(entries)
+}
+
+// keepHistory keeps entries read at version v as what storage holds,
+// unless a turn read it first.
+func (c *Conversation) keepHistory(entries []storage.Entry, v uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stored == nil {
+		c.stored, c.storedVersion = turnsOf(entries), v
+	}
+}
+
+// turnsOf is the answered turns of a conversation's stored messages.
+func turnsOf(entries []storage.Entry) []turnRecord {
 	turns := []turnRecord{}
 	for _, e := range entries {
 		switch {

@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"errors"
+
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
 )
@@ -15,15 +17,22 @@ const NoteInterrupted = "interrupted"
 // as interrupted, with what was stored of them, and tells face's
 // clients. A bot that takes a conversation over calls it once, first:
 // clients resuming from the dead bot's envelopes then learn that the
-// answer they were reading has ended.
+// answer they were reading has ended. What it read is the history the
+// first turn needs.
 func (c *Conversation) Recover(face Face) {
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
+		v, _ := c.e.store.HistoryVersion(c.ID)
 		entries, err := c.e.store.History(c.ctx, c.ID)
-		if err != nil {
-			return // a new conversation, or none to recover now
+		switch {
+		case errors.Is(err, storage.ErrNotFound):
+			c.keepHistory(nil, v) // a new conversation
+			return
+		case err != nil:
+			return // none to recover now; the first turn reads again
 		}
+		c.keepHistory(entries, v)
 		var orphans []storage.Entry
 		for _, e := range entries {
 			if e.Role == "assistant" && e.Status == storage.StatusStreaming {
