@@ -180,7 +180,12 @@ func TestRetractedSentencesAreNotSpoken(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the answer was not spoken")
 	}
+	// The synthesiser has said it all; the stage writes its last piece a
+	// moment later.
 	written, _ := out.stats()
+	for deadline := time.Now().Add(10 * time.Second); written < 600*time.Millisecond && time.Now().Before(deadline); written, _ = out.stats() {
+		time.Sleep(5 * time.Millisecond)
+	}
 	synth.mu.Lock()
 	texts := slices.Clone(synth.texts)
 	synth.mu.Unlock()
