@@ -279,15 +279,20 @@ func (c *Conversation) Ask(ctx context.Context, face Face, from string, m *wire.
 	for _, o := range opts {
 		o(&sp)
 	}
-	t := make(chan *Turn, 1)
-	c.do(func() {
+	return c.onLoop(ctx, func() *Turn {
 		c.handled[sp.user.ID] = true
 		if h := c.takeHeld(sp); h != nil {
-			t <- h
-			return
+			return h
 		}
-		t <- c.startTurn(face, sp)
+		return c.startTurn(face, sp)
 	})
+}
+
+// onLoop runs f on the conversation's goroutine and returns its turn, or
+// nil if ctx or the conversation ends first.
+func (c *Conversation) onLoop(ctx context.Context, f func() *Turn) *Turn {
+	t := make(chan *Turn, 1)
+	c.do(func() { t <- f() })
 	select {
 	case r := <-t:
 		return r

@@ -54,16 +54,7 @@ func (c *Conversation) Preempt(ctx context.Context, face Face, from string, m *w
 	for _, o := range opts {
 		o(&sp)
 	}
-	taken := make(chan *Turn, 1)
-	c.do(func() { taken <- c.preempt(face, sp) })
-	select {
-	case t := <-taken:
-		return t
-	case <-ctx.Done():
-		return nil
-	case <-c.ctx.Done():
-		return nil
-	}
+	return c.onLoop(ctx, func() *Turn { return c.preempt(face, sp) })
 }
 
 // Withdraw discards the held turn on user message id, if there is one:
