@@ -120,6 +120,11 @@ func (t *Turn) Preemptive() bool { return t.hold != nil }
 // names the answer's transcript segment after it.
 func (t *Turn) UserMessageID() string { return t.UserID }
 
+// AnswerID is the id of the assistant message the turn writes: speech
+// names it on the answer's transcript, since a segment named after the
+// user message is shared by every answer to that message (regenerations).
+func (t *Turn) AnswerID() string { return t.ID }
+
 // Done is closed when the turn is over: the model stopped, the answer
 // and its status are sent and saved.
 func (t *Turn) Done() <-chan struct{} { return t.done }

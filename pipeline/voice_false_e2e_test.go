@@ -30,7 +30,7 @@ import (
 
 // answerBody is what the bot says after repeating the question: plain
 // sentences of common words, each in the recogniser's dictionary, long
-// enough to be talked over twice.
+// enough to be talked over three times.
 const answerBody = "That is a good question to ask. I will answer it slowly and with care. " +
 	"The first part of the answer is short. The second part takes a little longer to tell."
 
@@ -41,17 +41,19 @@ func answerAtLength(n int) standin.Scenario {
 	}}}
 }
 
-// A listener's "mm-hm" and a 300 ms burst of noise over the bot's answer,
-// over a real livekit-server: each pauses the bot's voice at the client
-// (a silence longer than any in its speech) and it resumes where it
-// paused; both are counted as false interruptions, neither starts a turn
-// nor leaves a message, and the answer is stored complete and was heard
-// whole (the client's audio, recognised, is the stored text). Then a
-// question over the next answer: the client hears the bot fall silent
-// before the stage has even decided it is an interruption, the question
-// is answered, and the stored, cut answer ends within two words of where
-// the client heard it stop. TestVoiceTurnThroughTheEngine covers a click,
-// and the agent's transcript against the stored cut answer.
+// A listener's hummed "mm-hm", a spoken "uh-huh" and a 300 ms burst of
+// noise over the bot's answer, over a real livekit-server: each pauses the
+// bot's voice at the client (a silence longer than any in its speech) and
+// it resumes where it paused; all are counted as false interruptions, the
+// "uh-huh" because the recogniser heard it as backchannel words, none
+// starts a turn nor leaves a message, and the answer is stored complete
+// and was heard whole (the client's audio, recognised, is the stored
+// text). Then a question over the next answer: the client hears the bot
+// fall silent before the stage has even decided it is an interruption,
+// the question is answered, and the stored, cut answer ends within two
+// words of where the client heard it stop. TestVoiceTurnThroughTheEngine
+// covers a click, and the agent's transcript against the stored cut
+// answer.
 func TestFalseInterruptionsOverLiveKit(t *testing.T) {
 	lk := testenv.StartLiveKit(t)
 	q1, q2, q3 := "How far is the moon?", "What is the weather like in Paris today?", "Tell me about the stars instead."
@@ -59,13 +61,16 @@ func TestFalseInterruptionsOverLiveKit(t *testing.T) {
 	defer cancel()
 	obs := newTalkOverLog()
 	var logs syncLog
+	resumes := &resumeLog{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("voice stage log:\n%s", logs.String())
 		}
 	})
-	// The backchannels are in the grammar so that, should the recogniser
-	// hear the "mm-hm" as one, the stage is what must call it no word.
+	// The backchannels are in the grammar: the "uh-huh" is heard as one,
+	// and the stage is what must call it no word; the hummed "mm-hm" could
+	// be. A one-word phrase beside them ("stop") would take the "uh-huh"
+	// from them as often as not.
 	cfg, store, _, _ := voiceAgentWith(t, lk, modelSetup{scenarios: []standin.Scenario{answerAtLength(1)}, stage: func(c *voice.Config) {
 		c.Observer = obs
 		// The test's microphone carries no echo of the bot, and the
@@ -73,7 +78,7 @@ func TestFalseInterruptionsOverLiveKit(t *testing.T) {
 		c.EchoWarmup = -1
 		// Only the answer is on the bot's track, for the recogniser.
 		c.Cue = voice.CueOff
-		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		c.Logger = slog.New(resumes.around(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	}}, q1, q2, q3, "mm hmm", "uh huh")
 	const conv = "conv_false_interruptions"
 	rec := &voiceTape{}
@@ -84,19 +89,32 @@ func TestFalseInterruptionsOverLiveKit(t *testing.T) {
 	feed.say(ctx, t, speechtest.Silence(1500, voice.InputRate))
 	_, asked := feed.say(ctx, t, trimmed(speechtest.Render(t, q1, 140, voice.InputRate)))
 
-	// An "mm-hm" once the answer has gone past "you said:", and a burst
-	// of noise a second after the bot resumes.
+	// An "mm-hm" once the answer has gone past "you said:", then an
+	// "uh-huh" and a burst of noise, each a second after the bot resumes.
 	rec.waitMidVoice(t, asked, 40, "the answer")
 	mmhm := falseTalkOver(ctx, t, feed, rec, obs, trimmed(speechtest.MmHm(t, voice.InputRate)))
 	rec.waitMidVoice(t, mmhm.resumed, 50, "the answer after the mm-hm")
+	uhhuh := falseTalkOver(ctx, t, feed, rec, obs, trimmed(speechtest.UhHuh(t, voice.InputRate)))
+	rec.waitMidVoice(t, uhhuh.resumed, 50, "the answer after the uh-huh")
 	noise := falseTalkOver(ctx, t, feed, rec, obs, speechtest.Burst(300, voice.InputRate, -20, 7))
-	for _, o := range []struct {
+	// Each false interruption logged what the stage resumed on before it
+	// told the Observer, so there is one by now for each.
+	heard := resumes.transcripts()
+	if len(heard) != 3 {
+		t.Fatalf("the stage resumed %d times, on transcripts %q", len(heard), heard)
+	}
+	for i, o := range []struct {
 		what string
 		talkOver
-	}{{"mm-hm", mmhm}, {"noise", noise}} {
-		t.Logf("%s: onset → silence at the client %v, its end → voice again %v (the stage resumed %v after its end; paused %v)",
-			o.what, o.silenceAfterOnset(), o.resumed.Sub(o.end).Round(time.Millisecond),
+	}{{"mm-hm", mmhm}, {"uh-huh", uhhuh}, {"noise", noise}} {
+		t.Logf("%s: heard as %q; onset → silence at the client %v, its end → voice again %v (the stage resumed %v after its end; paused %v)",
+			o.what, heard[i], o.silenceAfterOnset(), o.resumed.Sub(o.end).Round(time.Millisecond),
 			o.decided.Sub(o.end).Round(time.Millisecond), o.pause().Round(time.Millisecond))
+	}
+	// The "uh-huh" came to the stage as words, and the stage resumed
+	// because they were backchannels, not because none came in time.
+	if heard[1] != "uh huh" {
+		t.Fatalf("the stage resumed on transcripts %q; the uh-huh's should be %q", heard, "uh huh")
 	}
 	u.listening()
 	hist := storedUntil(ctx, t, store, conv, "the answer stored complete", func(h []storage.Entry) bool {
@@ -116,30 +134,31 @@ func TestFalseInterruptionsOverLiveKit(t *testing.T) {
 	if len(hist) != 2 || hist[1].Content != whole || len(finals) != 1 || has[*wire.StartAnswer](got) != 1 || has[*wire.UserMessage](got) != 0 {
 		t.Fatalf("stored %+v; %d final transcriptions, %d answers started for %q", hist, len(finals), has[*wire.StartAnswer](got), whole)
 	}
-	if n := obs.count("false_interruption"); n != 2 || obs.count("interruption") != 0 {
+	if n := obs.count("false_interruption"); n != 3 || obs.count("interruption") != 0 {
 		t.Fatalf("alicia_voice_talk_over_total: %v false interruptions, %v interruptions", n, obs.count("interruption"))
 	}
 	// Unrecognised: the recogniser heard nothing in them, rather than a
 	// backchannel the stage then discounted.
-	t.Logf("talk-over: 2 false interruptions, %v of them unrecognised", obs.count("unrecognised"))
+	t.Logf("talk-over: 3 false interruptions, %v of them unrecognised", obs.count("unrecognised"))
 
 	// The next question; the answer was heard whole until then: its
-	// audio, without the two pauses, recognised. Each pause is a silence
+	// audio, without the three pauses, recognised. Each pause is a silence
 	// the answer itself does not have: the bot stopped, not merely
 	// reached the end of a sentence.
 	_, asked2 := feed.say(ctx, t, trimmed(speechtest.Render(t, q2, 140, voice.InputRate)))
 	answerFrom, _ := rec.firstLoud(asked)
-	natural := rec.longestGap(answerFrom, asked2, mmhm.paused(), noise.paused())
-	for _, o := range []talkOver{mmhm, noise} {
+	pauses := []timeSpan{mmhm.paused(), uhhuh.paused(), noise.paused()}
+	natural := rec.longestGap(answerFrom, asked2, pauses...)
+	for _, o := range []talkOver{mmhm, uhhuh, noise} {
 		if o.pause() <= natural {
 			t.Fatalf("the bot's voice paused %v at a talk-over; its speech has silences of %v", o.pause(), natural)
 		}
 	}
-	heard := recognise(ctx, t, clauses(sentences), rec.audio(answerFrom, asked2, mmhm.paused(), noise.paused()))
-	wer := speechtest.WER(whole, heard)
-	t.Logf("stored %q; heard %q (WER %.2f); the longest silence of the speech %v", whole, heard, wer, natural)
+	clientHeard := recognise(ctx, t, clauses(sentences), rec.audio(answerFrom, asked2, pauses...))
+	wer := speechtest.WER(whole, clientHeard)
+	t.Logf("stored %q; heard %q (WER %.2f); the longest silence of the speech %v", whole, clientHeard, wer, natural)
 	if wer > 0.15 {
-		t.Fatalf("the client heard %q of %q", heard, whole)
+		t.Fatalf("the client heard %q of %q", clientHeard, whole)
 	}
 
 	// Two seconds into its answer, a real question over it.
@@ -179,18 +198,18 @@ func TestFalseInterruptionsOverLiveKit(t *testing.T) {
 	for n := range words {
 		beginnings = append(beginnings, strings.Join(words[:n+1], " "))
 	}
-	heard = recognise(ctx, t, beginnings, append(squeezed(rec.audio(asked2, silent.Add(time.Millisecond))), speechtest.Silence(300, voice.InputRate)...))
-	said := strings.Fields(heard)
+	cut := recognise(ctx, t, beginnings, append(squeezed(rec.audio(asked2, silent.Add(time.Millisecond))), speechtest.Silence(300, voice.InputRate)...))
+	said := strings.Fields(cut)
 	at := 0
 	for at < len(said) && at < len(words) && said[at] == words[at] {
 		at++
 	}
 	kept := strings.Fields(speechstandin.Normalize(hist[3].Content))
-	t.Logf("cut answer stored %q (%d words); the client heard %q, to word %d", hist[3].Content, len(kept), heard, at)
+	t.Logf("cut answer stored %q (%d words); the client heard %q, to word %d", hist[3].Content, len(kept), cut, at)
 	if len(kept) == 0 || at < len(kept)-2 || at > len(kept)+2 || !strings.HasPrefix(strings.Join(second, " "), hist[3].Content) {
-		t.Fatalf("stored %q; the client heard %q", hist[3].Content, heard)
+		t.Fatalf("stored %q; the client heard %q", hist[3].Content, cut)
 	}
-	if n := obs.count("interruption"); n != 1 || obs.count("false_interruption") != 2 {
+	if n := obs.count("interruption"); n != 1 || obs.count("false_interruption") != 3 {
 		t.Fatalf("alicia_voice_talk_over_total: %v interruptions, %v false", n, obs.count("false_interruption"))
 	}
 }
@@ -367,6 +386,53 @@ func (o *talkOverLog) count(outcome string) float64 {
 		}
 	}
 	return 0
+}
+
+// resumeLog keeps, from the stage's log, the transcript each false
+// interruption resumed the agent on, in order ("" for none).
+type resumeLog struct {
+	mu    sync.Mutex
+	heard []string
+}
+
+func (r *resumeLog) transcripts() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.heard)
+}
+
+// around is next, with the false interruptions it handles kept.
+func (r *resumeLog) around(next slog.Handler) slog.Handler { return resumeHandler{next, r} }
+
+type resumeHandler struct {
+	slog.Handler
+	log *resumeLog
+}
+
+func (h resumeHandler) Handle(ctx context.Context, rec slog.Record) error {
+	if strings.HasPrefix(rec.Message, "voice: talk over the agent") && strings.HasSuffix(rec.Message, "it resumes") {
+		var heard string
+		rec.Attrs(func(a slog.Attr) bool {
+			if a.Key == "transcript" {
+				heard = a.Value.String()
+			}
+			return true
+		})
+		h.log.mu.Lock()
+		h.log.heard = append(h.log.heard, heard)
+		h.log.mu.Unlock()
+	}
+	return h.Handler.Handle(ctx, rec)
+}
+
+// The stage's logger may be given attributes on the way: the copies keep
+// to the same log.
+func (h resumeHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return resumeHandler{h.Handler.WithAttrs(as), h.log}
+}
+
+func (h resumeHandler) WithGroup(name string) slog.Handler {
+	return resumeHandler{h.Handler.WithGroup(name), h.log}
 }
 
 // micFeed is the user's microphone: it sends silence, as a microphone in

@@ -2,6 +2,7 @@ package room
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"time"
 
@@ -20,6 +21,11 @@ const (
 	AttrTranscribedTrack = "lk.transcribed_track_id"
 	AttrSegmentID        = "lk.segment_id"
 	AttrTranscriptFinal  = "lk.transcription_final"
+	// AttrAnswerID names the assistant message an answer's transcript
+	// is of. The segment is named after the user message, and every
+	// answer to it (a regeneration, a question asked again) shares it: a
+	// client matches the transcript to its answer by this id.
+	AttrAnswerID = "alicia.answer_id"
 )
 
 // AgentStateAttribute is the participant attribute in which LiveKit
@@ -45,18 +51,23 @@ type textStream struct {
 // the user's speech, empty for the bot's own); dest empty means everyone.
 // final goes in the header: true for a complete final transcript sent in
 // one go, false for a stream whose trailer will say.
-func openTranscript(out publisher, sender, trackID, segmentID string, final bool, dest []string) (*textStream, error) {
+// answerID, for an answer's transcript, goes in AttrAnswerID.
+func openTranscript(out publisher, sender, trackID, segmentID, answerID string, final bool, dest []string) (*textStream, error) {
 	s := &textStream{out: out, id: uuid.NewString(), sender: sender, dest: dest}
+	attrs := map[string]string{
+		AttrTranscribedTrack: trackID,
+		AttrSegmentID:        segmentID,
+		AttrTranscriptFinal:  strconv.FormatBool(final),
+	}
+	if answerID != "" {
+		attrs[AttrAnswerID] = answerID
+	}
 	err := s.send(&livekit.DataPacket{Value: &livekit.DataPacket_StreamHeader{StreamHeader: &livekit.DataStream_Header{
-		StreamId:  s.id,
-		Timestamp: time.Now().UnixMilli(),
-		Topic:     TranscriptionTopic,
-		MimeType:  "text/plain",
-		Attributes: map[string]string{
-			AttrTranscribedTrack: trackID,
-			AttrSegmentID:        segmentID,
-			AttrTranscriptFinal:  strconv.FormatBool(final),
-		},
+		StreamId:   s.id,
+		Timestamp:  time.Now().UnixMilli(),
+		Topic:      TranscriptionTopic,
+		MimeType:   "text/plain",
+		Attributes: attrs,
 		ContentHeader: &livekit.DataStream_Header_TextHeader{TextHeader: &livekit.DataStream_TextHeader{
 			OperationType: livekit.DataStream_CREATE,
 			Generated:     sender != "",
@@ -88,7 +99,7 @@ func (s *textStream) send(p *livekit.DataPacket) error {
 // sendTranscript publishes one update of a segment as a whole stream, as
 // LiveKit Agents does for a user's interim and final transcripts.
 func sendTranscript(out publisher, sender, trackID, segmentID, text string, final bool) error {
-	s, err := openTranscript(out, sender, trackID, segmentID, final, nil)
+	s, err := openTranscript(out, sender, trackID, segmentID, "", final, nil)
 	if err != nil {
 		return err
 	}
@@ -104,12 +115,20 @@ func sendTranscript(out publisher, sender, trackID, segmentID, text string, fina
 // envelope, in one order, and waits out a reconnecting room the same way.
 type speech struct {
 	s *Session
-	// The writer's: the agent's answers being spoken, as open streams;
-	// the state to show, and whether LiveKit has it.
+	// The writer's: the open streams of the agent's answers being
+	// spoken, by answer; every word released of each answer not ended
+	// yet, published or not; the answers whose transcript ended, oldest
+	// first; the state to show, and whether LiveKit has it.
 	answers map[string]*textStream
+	said    map[string]string
+	ended   []string
 	state   voice.State
 	stale   bool
 }
+
+// endedAnswers bounds the answers remembered as ended: a late Cut comes
+// right after its answer's end, never after many more answers.
+const endedAnswers = 32
 
 var _ voice.Room = (*speech)(nil)
 
@@ -132,32 +151,74 @@ func (v *speech) AgentSpeech(_ context.Context, sp voice.AgentSpeech) {
 	v.s.post(func() { v.agentSpeech(sp) })
 }
 
+// agentSpeech publishes one answer's transcript as exactly one stream.
+// An answer cut before a word of it was heard still gets one, empty and
+// closed not final: a client shows the answer as generated until its
+// transcript says how much was heard, and the stored answer then holds
+// nothing. A second stream for an answer whose transcript has ended
+// would tell a client that none of it was heard, so an answer's end is
+// remembered and what comes after it dropped.
 func (v *speech) agentSpeech(sp voice.AgentSpeech) {
-	st := v.answers[sp.SegmentID]
-	if st == nil && sp.Cut {
-		return // cut before a word of it was heard
+	if v.said == nil {
+		v.said = map[string]string{}
 	}
-	if st == nil {
-		// A new answer: one cut short is closed as not final.
-		for id, old := range v.answers {
-			_ = old.close(false)
-			delete(v.answers, id)
-		}
-		var err error
-		if st, err = openTranscript(v.s.out, "", sp.TrackID, sp.SegmentID, false, nil); err != nil {
-			v.s.log.Warn("publishing the agent's transcript", "err", err)
+	key := sp.AnswerID
+	if key == "" {
+		// Without the answer's id a late Cut looks like one before any
+		// word, and every answer to one message shares the segment: a Cut
+		// closes only what is open, and an ended segment may start again.
+		key = sp.SegmentID
+		if _, known := v.said[key]; !known && sp.Cut {
 			return
 		}
-		v.answers[sp.SegmentID] = st
+	} else if slices.Contains(v.ended, key) {
+		return
 	}
-	if sp.Text != "" {
-		if err := st.write(sp.Text); err != nil {
+	said, known := v.said[key]
+	if !known {
+		// A new answer: an earlier one not ended was cut short.
+		for k := range v.said {
+			if old := v.answers[k]; old != nil {
+				_ = old.close(false)
+			}
+			v.end(k)
+		}
+	}
+	said += sp.Text
+	v.said[key] = said
+	st, text := v.answers[key], sp.Text
+	if st == nil && (sp.Text != "" || sp.Final || sp.Cut) {
+		var err error
+		if st, err = openTranscript(v.s.out, "", sp.TrackID, sp.SegmentID, sp.AnswerID, false, nil); err != nil {
+			v.s.log.Warn("publishing the agent's transcript", "err", err)
+			if sp.Final || sp.Cut {
+				v.end(key)
+			}
+			return
+		}
+		// Opened after an open that failed while the room was
+		// reconnecting, it starts with every word released so far: a
+		// client shows what was heard from it.
+		v.answers[key], text = st, said
+	}
+	if text != "" {
+		if err := st.write(text); err != nil {
 			v.s.log.Warn("publishing the agent's transcript", "err", err)
 		}
 	}
 	if sp.Final || sp.Cut {
-		delete(v.answers, sp.SegmentID)
 		_ = st.close(sp.Final)
+		v.end(key)
+	}
+}
+
+// end forgets an answer's transcript and remembers that it ended.
+func (v *speech) end(key string) {
+	delete(v.answers, key)
+	delete(v.said, key)
+	v.ended = append(v.ended, key)
+	if len(v.ended) > endedAnswers {
+		v.ended = slices.Delete(v.ended, 0, len(v.ended)-endedAnswers)
 	}
 }
 

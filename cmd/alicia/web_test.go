@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +28,7 @@ import (
 	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/llm/standin"
 	"github.com/alicia-voice/alicia/pipeline/voice"
+	speechstandin "github.com/alicia-voice/alicia/pipeline/voice/standin"
 	"github.com/alicia-voice/alicia/reasoning"
 	"github.com/alicia-voice/alicia/wire"
 )
@@ -64,6 +67,12 @@ var webScenarios = []standin.Scenario{{
 		ReasonForMs: 8000,
 		Answer:      moonAnswer,
 	}},
+}, {
+	// Its first sentence is never synthesised (heldSynthesis): the text
+	// reaches the page, and none of it is ever heard.
+	Name:   "held",
+	Match:  "(?i)quietly",
+	Rounds: []standin.Round{{Answer: "This answer is " + heldMarker + " before a word of it is heard. Its text reaches the page all the same."}},
 }, {
 	Name:  "failure",
 	Match: "(?i)break",
@@ -831,6 +840,140 @@ func TestWebClientVoice(t *testing.T) {
 		humStart, humEnd, pausedFrom-humStart, resumedAt-humEnd)
 }
 
+// heldMarker is in the first sentence of the held scenario's answer.
+const heldMarker = "kept back"
+
+// heldSynthesis serves the speech stand-in's synthesis, except that a
+// sentence with marker in it is held until the caller gives up on it: an
+// answer that starts with it is spoken, and never heard.
+func heldSynthesis(t *testing.T, marker string) string {
+	t.Helper()
+	sp, err := speechstandin.New(speechstandin.Config{Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Skipf("no speech stand-in: %v", err)
+	}
+	t.Cleanup(func() { _ = sp.Close() })
+	next := sp.Handler()
+	released := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/audio/speech") {
+			body, err := io.ReadAll(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var req struct {
+				Input string `json:"input"`
+			}
+			if json.Unmarshal(body, &req) == nil && strings.Contains(req.Input, marker) {
+				select {
+				case <-r.Context().Done():
+				case <-released:
+				}
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(released) })
+	return srv.URL + "/v1"
+}
+
+// cutBeforeAWordScript asks the held question, waits for its answer's
+// text, asks the next question over the answer nobody heard yet, and
+// waits for that one to be heard to its end: the held answer's
+// transcript goes out before the next one's on the same ordered channel,
+// so by then the page has all it will ever learn of the held one. Then
+// it reads what the server stored.
+const cutBeforeAWordScript = `(async () => {
+  const c = window.alicia;
+` + pageTyping + `  const until = async (f, what) => {
+    const deadline = Date.now() + 60000;
+    while (Date.now() < deadline) {
+      const v = f();
+      if (v) return v;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error('waited in vain for ' + what + ': ' + JSON.stringify([answerOf(0), answerOf(1)]));
+  };
+  const answerOf = (i) => {
+    const a = document.querySelectorAll('li.turn')[i]?.querySelector('[data-testid=answer]');
+    if (!a) return null;
+    return {
+      id: a.dataset.answerId,
+      text: a.querySelector('[data-testid=answer-text]')?.textContent ?? '',
+      done: a.dataset.done === 'true',
+      voice: a.dataset.voice,
+      interrupted: Boolean(a.querySelector('[data-testid=interrupted]')),
+      stopped: a.textContent.includes('Stopped.'),
+    };
+  };
+  await typeAndEnter(%q);
+  const before = await until(() => { const a = answerOf(0); return a && a.done && a.text !== '' && a; }, 'the held answer');
+  await typeAndEnter(%q);
+  const next = await until(() => { const a = answerOf(1); return a && a.done && a.voice === 'heard' && a; }, 'the next answer heard');
+  const cut = answerOf(0);
+  const grant = await c.token();
+  const history = await c.history(grant.token);
+  return { before, cut, next, stored: history ? history.messages : [] };
+})()`
+
+// Talk over an answer before any word of it was heard: its text reached
+// the page, its audio never played. The page then shows it as the server
+// stores it, live: nothing heard, marked interrupted; and the next
+// answer, heard whole, unmarked.
+func TestWebClientCutBeforeAWord(t *testing.T) {
+	t.Setenv("ALICIA_STT_URL", "")
+	t.Setenv("ALICIA_TTS_URL", "")
+	tts := heldSynthesis(t, heldMarker)
+	url, key := webServer(t, "-tts-url", tts, "-tts-format", "pcm", "-tts-stream-format", "sse", "-tts-pcm-rate", strconv.Itoa(speechstandin.PCMRate))
+	const q1, q2 = "Answer me quietly.", "What is a lighthouse?"
+	r := testenv.OpenPage(t, context.Background(), testenv.Page{
+		URL:          url + "/",
+		LocalStorage: map[string]string{"alicia.key": key, "alicia.name": "gus"},
+		WaitFor:      `window.alicia && window.alicia.state.status === 'ready' && document.querySelector('#message')`,
+		Evaluate:     fmt.Sprintf(cutBeforeAWordScript, q1, q2),
+		Screenshot:   "web-cut-before-a-word",
+	})
+	type shown struct {
+		ID, Text, Voice            string
+		Done, Interrupted, Stopped bool
+	}
+	var v struct {
+		Before, Cut, Next shown
+		Stored            []struct {
+			ID, Role, Content, Status string
+		}
+	}
+	if err := json.Unmarshal(r.Value, &v); err != nil {
+		t.Fatalf("%v: %s", err, r.Value)
+	}
+	held := webScenarios[slices.IndexFunc(webScenarios, func(s standin.Scenario) bool { return s.Name == "held" })].Rounds[0].Answer
+	if words(v.Before.Text) != held || v.Before.ID == "" {
+		t.Fatalf("before the next question the page showed %+v; want the held answer's text %q", v.Before, held)
+	}
+	stored := map[string]string{}
+	status := map[string]string{}
+	for _, m := range v.Stored {
+		stored[m.ID], status[m.ID] = m.Content, m.Status
+	}
+	content, ok := stored[v.Before.ID]
+	if !ok {
+		t.Fatalf("the held answer %s is not stored: %+v", v.Before.ID, v.Stored)
+	}
+	if content != "" || status[v.Before.ID] != "stopped" {
+		t.Errorf("stored, the held answer reads %q (%s); nothing of it was heard", content, status[v.Before.ID])
+	}
+	if v.Cut.ID != v.Before.ID || v.Cut.Voice != "cut" || !v.Cut.Interrupted || words(v.Cut.Text) != words(content) {
+		t.Errorf("spoken over before a word was heard, the page shows the answer as %+v; stored: %q", v.Cut, content)
+	}
+	if words(v.Next.Text) != defaultAnswer(q2) || v.Next.Interrupted || v.Next.Stopped || words(stored[v.Next.ID]) != words(v.Next.Text) {
+		t.Errorf("the next answer, heard whole: %+v; stored %q", v.Next, stored[v.Next.ID])
+	}
+}
+
 func stateAt(samples []levelSample, at float64) string {
 	for _, s := range samples {
 		if s.At == at {
@@ -840,12 +983,9 @@ func stateAt(samples []levelSample, at float64) string {
 	return ""
 }
 
-// queuedScript types two messages into the page and presses Enter after
-// each while the page waits for its bot, reads the conversation, then
-// brings the bot (the token endpoint dispatches one to a room that has a
-// user and no bot) and waits for both answers.
-const queuedScript = `(async () => {
-  const c = window.alicia;
+// pageTyping types into the page's message box and presses Enter, as a
+// user does, letting the page render after each step.
+const pageTyping = `
   const box = document.querySelector('#message');
   const setValue = Object.getOwnPropertyDescriptor(HTMLTextAreaElement.prototype, 'value').set;
   const settle = () => new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
@@ -857,7 +997,15 @@ const queuedScript = `(async () => {
     box.dispatchEvent(new KeyboardEvent('keydown', { key: 'Enter', code: 'Enter', bubbles: true, cancelable: true }));
     await settle();
   };
-  const turns = () => [...document.querySelectorAll('li.turn')].map((li) => {
+`
+
+// queuedScript types two messages into the page and presses Enter after
+// each while the page waits for its bot, reads the conversation, then
+// brings the bot (the token endpoint dispatches one to a room that has a
+// user and no bot) and waits for both answers.
+const queuedScript = `(async () => {
+  const c = window.alicia;
+` + pageTyping + `  const turns = () => [...document.querySelectorAll('li.turn')].map((li) => {
     const u = li.querySelector('[data-testid=user-message]');
     const a = li.querySelector('[data-testid=answer]');
     return {

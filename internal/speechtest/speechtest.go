@@ -112,6 +112,18 @@ func MmHm(t testing.TB, sampleRate int) []int16 {
 	return Render(t, "[[m:'hm:]]", 140, sampleRate)
 }
 
+// UhHuh is a listener's "uh-huh" in espeak-ng's voice at sampleRate, with
+// espeak-ng's silence around it: two words of a backchannel, short enough
+// not to be an interruption by its length. It is given as phonemes
+// stressed on the first syllable only, as listeners say it: espeak-ng
+// stresses both syllables of the written "uh-huh", and pocketsphinx's US
+// English model then hears an "ah" beside it half the time, which a
+// grammar of "uh huh" does not admit: no transcript at all.
+func UhHuh(t testing.TB, sampleRate int) []int16 {
+	t.Helper()
+	return Render(t, "[['VhV]]", 140, sampleRate)
+}
+
 // Burst is ms milliseconds of white noise whose level is dbfs (RMS; speech
 // is about -20 dBFS), from a fixed seed: a clatter, a passing car, loud
 // enough for a VAD to take for voice and holding no word.

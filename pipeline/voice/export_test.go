@@ -26,3 +26,11 @@ func (s *Stage) State(ctx context.Context) State {
 func (s *Stage) Stop(ctx context.Context, kind wire.StopType) bool {
 	return s.do(ctx, func(l *loop) { l.stop(kind) })
 }
+
+// Hold keeps Run's goroutine busy until release is called: what is handed
+// to the stage meanwhile waits behind it, in order.
+func (s *Stage) Hold() (release func()) {
+	held := make(chan struct{})
+	s.post(func(*loop) { <-held })
+	return func() { close(held) }
+}

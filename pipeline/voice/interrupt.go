@@ -15,6 +15,19 @@ import (
 // the television does neither, and the agent picks up where it paused.
 // Each step runs on Run's goroutine, posted by the speaker's listener.
 
+// talk is an utterance begun over the agent's answer, kept until its
+// transcript is judged: a transcript that comes after the agent resumed,
+// or after the answer ended, is still of talk over the answer, and a
+// listener's "uh-huh" is never a turn however slow its recogniser.
+type talk struct {
+	// play is the answer it began over; at its voice's onset.
+	play *playback
+	at   time.Time
+	// resumed: FalseInterruption ended its pause before its transcript
+	// came.
+	resumed bool
+}
+
 // onset: a speaker's utterance id began, its voice at at.
 func (l *loop) onset(speaker, id string, at time.Time) {
 	// Only the speaker who asked adds to the question: another's onset
@@ -25,12 +38,19 @@ func (l *loop) onset(speaker, id string, at time.Time) {
 	if l.play == nil {
 		return
 	}
-	l.talkOver, l.talkOverAt = id, at
-	if l.warmingUp() || l.paused != "" {
+	if len(l.over) >= 16 {
+		clear(l.over) // transcripts that never came
+	}
+	l.over[id] = talk{play: l.play, at: at}
+	if l.warmingUp() {
 		return
 	}
-	l.s.out.Pause()
-	l.play.bargedIn(at)
+	if l.paused == "" {
+		l.s.out.Pause()
+		l.play.bargedIn(at)
+	}
+	// The pause is the latest talk's: the agent resumes no sooner than
+	// FalseInterruption after the end of the last voice over it.
 	l.paused = id
 	l.stopResume()
 }
@@ -46,17 +66,26 @@ func (l *loop) longSpeech(id string) {
 // words: the utterance was recognised (interim or final) to hold words.
 func (l *loop) words(id string) { l.interrupt(id) }
 
-// interrupt stops the agent for good: audio and generation.
+// interrupt stops the agent for good, audio and generation, if id is
+// talk over the answer it is speaking.
 func (l *loop) interrupt(id string) {
-	if l.play == nil || l.talkOver != id {
+	t, ok := l.over[id]
+	if l.play == nil || !ok || t.play != l.play {
 		return
 	}
-	l.s.cfg.Logger.Info("voice: barge-in; the agent stops speaking")
+	if t.resumed {
+		// A recogniser slower than FalseInterruption: the words were
+		// said over the agent all the same, and the log tells how often.
+		l.s.cfg.Logger.Info("voice: barge-in heard after the agent resumed; it stops speaking")
+	} else {
+		l.s.cfg.Logger.Info("voice: barge-in; the agent stops speaking")
+	}
 	l.s.cfg.Observer.Interrupted()
-	if l.paused == "" {
+	if l.paused == "" && !t.resumed {
 		// Not paused at its onset (the echo warm-up): the agent goes quiet
-		// now.
-		l.play.bargedIn(l.talkOverAt)
+		// now. A talk that paused it was timed then: the stage is how fast
+		// the agent fell silent, not how slow a recogniser was.
+		l.play.bargedIn(t.at)
 	}
 	l.stop(wire.StopAll)
 }
@@ -74,8 +103,13 @@ func (l *loop) speechEnded(id string, heard heardAt) {
 	l.stopResume()
 	l.resume = time.AfterFunc(l.s.cfg.FalseInterruption, func() {
 		l.s.post(func(l *loop) {
-			if l.paused == id {
-				l.falseInterruption()
+			if l.paused != id {
+				return
+			}
+			l.falseInterruption("")
+			if t, ok := l.over[id]; ok {
+				t.resumed = true
+				l.over[id] = t
 			}
 		})
 	})
@@ -85,14 +119,21 @@ func (l *loop) speechEnded(id string, heard heardAt) {
 type question struct{ id, speaker, text string }
 
 // recognised takes an utterance's final transcript and says what it asks,
-// if anything. Talk over the agent with no words in it is not a turn: the
-// agent resumes at once, without waiting out FalseInterruption. A speaker
-// who adds to the question while its answer is still being thought
-// ("…in Paris, I mean") asks the whole question again under the same
-// message, so that the turn thinking about half of it is superseded
+// if anything. Talk over the agent with no words in it is not a turn,
+// whenever its transcript comes: the agent resumes at once, without
+// waiting out FalseInterruption, and one that resumed already goes on.
+// Words in it are a turn, and interrupt the answer they were said over
+// even after FalseInterruption resumed it (a recogniser slower than the
+// timer): the user did talk over the agent, and an answer that played on
+// over their question would be cut by its turn anyway. LiveKit Agents
+// does the same: a final transcript pauses the resumed answer again, and
+// the reply to it cuts it.
+// A speaker who adds to the question while its answer is still being
+// thought ("…in Paris, I mean") asks the whole question again under the
+// same message, so that the turn thinking about half of it is superseded
 // instead of both being answered.
 func (l *loop) recognised(id, speaker, text string, at time.Time) question {
-	over := l.talkOver == id && l.play != nil
+	t, over := l.over[id]
 	heard, ok := l.ended[id]
 	if ok {
 		heard.transcript = at
@@ -103,10 +144,13 @@ func (l *loop) recognised(id, speaker, text string, at time.Time) question {
 	}
 	switch {
 	case over && !hasWords(text):
-		if l.paused == id {
-			l.falseInterruption()
+		delete(l.over, id)
+		switch {
+		case l.paused == id:
+			l.falseInterruption(text)
+		case t.resumed && text != "":
+			l.s.cfg.Logger.Info("voice: a backchannel's transcript came after the agent resumed; no turn", "transcript", text)
 		}
-		l.talkOver = ""
 		return question{}
 	case text == "":
 		return question{}
@@ -122,6 +166,7 @@ func (l *loop) recognised(id, speaker, text string, at time.Time) question {
 	}
 	if over {
 		l.interrupt(id)
+		delete(l.over, id)
 	}
 	l.asked = q
 	return q
@@ -143,10 +188,19 @@ func (l *loop) thinkingAbout(id string) bool {
 	}
 }
 
-func (l *loop) falseInterruption() {
-	l.s.cfg.Logger.Info("voice: talk over the agent held no words; it resumes")
+// falseInterruption resumes the agent; heard is the talk's transcript,
+// if it was recognised before the agent resumed. A transcript of
+// backchannels only tells nothing of what the user said, so it is
+// logged: it tells a recognised "mm-hm" from a sound the recogniser
+// heard nothing in, and shows which spellings a recogniser uses.
+func (l *loop) falseInterruption(heard string) {
+	if heard == "" {
+		l.s.cfg.Logger.Info("voice: talk over the agent held no words; it resumes")
+	} else {
+		l.s.cfg.Logger.Info("voice: talk over the agent was only a backchannel; it resumes", "transcript", heard)
+	}
 	l.s.cfg.Observer.FalseInterruption()
-	l.paused, l.talkOver = "", ""
+	l.paused = ""
 	l.stopResume()
 	l.s.out.Resume()
 }

@@ -82,6 +82,8 @@ type utterance struct {
 	text  *string
 	// recognised is when text came.
 	recognised time.Time
+	// shown: an interim transcript of it went out.
+	shown bool
 }
 
 // interim is an interim recognition of the utterance id.
@@ -133,6 +135,7 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 		f          Framer
 		id         string
 		interrupts bool // this utterance has interrupted already
+		shown      bool // an interim transcript of it went out
 		sinceInter time.Duration
 		interims   = make(chan interim, 1)
 		inFlight   bool
@@ -174,6 +177,8 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 			switch ev.Kind {
 			case RecognizePartial:
 				s.room.Transcript(ctx, Transcript{ID: u.id, Speaker: speaker, TrackID: trackID, Text: ev.Text})
+				u.shown = true
+				rt.utterances[ev.Utterance] = u
 				if u.id == id {
 					e.SetText(ev.Text)
 				}
@@ -183,7 +188,7 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 			case RecognizeFinal:
 				delete(rt.utterances, ev.Utterance)
 				text := ev.Text
-				finished.Push(utterance{id: u.id, text: &text, recognised: time.Now()}, 0)
+				finished.Push(utterance{id: u.id, text: &text, recognised: time.Now(), shown: u.shown}, 0)
 			case RecognizeError:
 				// Recognised over HTTP instead, from the audio kept for it.
 				delete(rt.utterances, ev.Utterance)
@@ -210,6 +215,7 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 			if e.InSpeech() && r.id == id && r.text != "" {
 				e.SetText(r.text)
 				s.room.Transcript(ctx, Transcript{ID: id, Speaker: speaker, TrackID: trackID, Text: r.text})
+				shown = true
 				if hasWords(r.text) {
 					s.post(func(l *loop) { l.words(r.id) })
 				}
@@ -227,7 +233,7 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 				for _, ev := range evs {
 					switch ev.Kind {
 					case SpeechStarted:
-						id, interrupts, sinceInter = wire.NewID("msg"), false, 0
+						id, interrupts, shown, sinceInter = wire.NewID("msg"), false, false, 0
 						guessedAt, preempted = 0, ""
 						uid, at := id, c.at.Add(-ev.Speech)
 						s.post(func(l *loop) { l.onset(speaker, uid, at) })
@@ -237,8 +243,8 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 						// Posted first, so that the loop knows of the end
 						// before the transcript.
 						s.post(func(l *loop) { l.speechEnded(uid, heard) })
-						if !rt.commit(fr, ev.Audio) {
-							finished.Push(utterance{id: uid, audio: ev.Audio}, 0)
+						if !rt.commit(fr, ev.Audio, shown) {
+							finished.Push(utterance{id: uid, audio: ev.Audio, shown: shown}, 0)
 						}
 						id = ""
 					}
@@ -332,6 +338,7 @@ func (s *Stage) finish(ctx context.Context, log *slog.Logger, u utterance, speak
 	} else {
 		text, err = s.recognise(ctx, u.audio, func(partial string) {
 			s.room.Transcript(ctx, Transcript{ID: u.id, Speaker: speaker, TrackID: trackID, Text: partial})
+			u.shown = true
 		})
 		at = time.Now()
 	}
@@ -351,16 +358,23 @@ func (s *Stage) finish(ctx context.Context, log *slog.Logger, u utterance, speak
 			}
 		}()
 	}
-	if !s.do(ctx, func(l *loop) { q = l.recognised(u.id, speaker, text, at) }) || q.id == "" {
+	judged := s.do(ctx, func(l *loop) { q = l.recognised(u.id, speaker, text, at) })
+	if !judged || q.id == "" {
+		if judged && u.shown {
+			// What a client shows of it goes, and is not made final: a
+			// final transcript is the user's turn.
+			s.room.Transcript(ctx, Transcript{ID: u.id, Speaker: speaker, TrackID: trackID})
+		}
 		if text == "" && err == nil {
 			log.Info("voice: speech with no transcript; no turn", "seconds", float64(len(u.audio))/InputRate)
 		}
 		return
 	}
-	if q.id != u.id {
-		// The utterance added to the question asked before it: its own
-		// transcript closes empty, the question's shows it whole.
-		s.room.Transcript(ctx, Transcript{ID: u.id, Speaker: speaker, TrackID: trackID, Final: true})
+	if q.id != u.id && u.shown {
+		// The utterance added to the question asked before it: what a
+		// client shows of it goes, not made final (a final transcript is
+		// a turn), and the question's transcript shows it whole.
+		s.room.Transcript(ctx, Transcript{ID: u.id, Speaker: speaker, TrackID: trackID})
 	}
 	s.room.Transcript(ctx, Transcript{ID: q.id, Speaker: speaker, TrackID: trackID, Text: q.text, Final: true})
 	if err := s.asker.Ask(ctx, speaker, q.id, q.text); err != nil {
@@ -436,9 +450,10 @@ func (r *realtime) append(frame []int16) {
 	}
 }
 
-// commit ends the utterance with its last frame; false: it was not
-// streamed, and must be uploaded.
-func (r *realtime) commit(last, audio []int16) bool {
+// commit ends the utterance with its last frame, shown if an interim
+// transcript of it went out already; false: it was not streamed, and must
+// be uploaded.
+func (r *realtime) commit(last, audio []int16, shown bool) bool {
 	if !r.on() {
 		delete(r.utterances, r.current)
 		return false
@@ -454,6 +469,7 @@ func (r *realtime) commit(last, audio []int16) bool {
 	}
 	u := r.utterances[r.current]
 	u.audio = audio
+	u.shown = u.shown || shown
 	r.utterances[r.current] = u
 	return true
 }

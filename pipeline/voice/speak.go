@@ -18,9 +18,12 @@ type playback struct {
 	written time.Duration
 	spoken  []spokenSentence
 	// released counts the sentences whose words have all gone out as the
-	// agent's transcript; synthesised says every sentence is queued.
+	// agent's transcript; synthesised says every sentence is queued;
+	// whole, that the answer was heard to its end and its transcript
+	// closed final.
 	released    int
 	synthesised bool
+	whole       bool
 	// cue plays until the answer's first audio (nil when none plays).
 	cue      cueSource
 	answered bool
@@ -155,17 +158,23 @@ func (p *playback) playedLocked(out AudioOut) time.Duration {
 // word: the words the agent's transcript released, so that the stored
 // answer and the next turn's history say exactly what the user saw and
 // heard begin (at most one transcript tick behind the audio).
-func (p *playback) interrupt(out AudioOut) pipeline.Heard {
+// An answer heard whole is not cut: a turn that begins after its last
+// word and before the stage heard that it ended only clears it (whole).
+func (p *playback) interrupt(out AudioOut) (h pipeline.Heard, whole bool) {
 	// Marked before the cancel that ends play, whose report says so.
 	p.mu.Lock()
-	p.cut = true
+	whole = p.whole
+	p.cut = !whole
 	p.mu.Unlock()
 	p.cancel()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if whole {
+		return h, true
+	}
 	played := p.playedLocked(out)
 	out.Clear()
-	h := pipeline.Heard{Played: played, Total: p.written}
+	h = pipeline.Heard{Played: played, Total: p.written}
 	var words []string
 	for i := range p.spoken {
 		s := &p.spoken[i]
@@ -175,7 +184,7 @@ func (p *playback) interrupt(out AudioOut) pipeline.Heard {
 		}
 	}
 	h.Text = strings.Join(words, " ")
-	return h
+	return h, false
 }
 
 // release sends the words the user has heard begin since the last
@@ -206,8 +215,9 @@ func (p *playback) release(ctx context.Context, s *Stage, segmentID string) (all
 		p.released++
 	}
 	all = p.synthesised && p.released == len(p.spoken) && s.out.Queued() <= 0
+	p.whole = all
 	if b.Len() > 0 || all {
-		s.room.AgentSpeech(ctx, AgentSpeech{SegmentID: segmentID, TrackID: s.out.TrackID(), Text: b.String(), Final: all})
+		s.room.AgentSpeech(ctx, AgentSpeech{SegmentID: segmentID, AnswerID: answerID(p.turn), TrackID: s.out.TrackID(), Text: b.String(), Final: all})
 	}
 	return all
 }

@@ -140,11 +140,12 @@ type loop struct {
 	turn  Turn
 	play  *playback
 	state State
-	// talkOver is the utterance that began while the agent was speaking,
-	// paused the one that paused its audio ("" for none); the timer
-	// resumes a pause no word came in to confirm.
-	talkOver, paused string
-	resume           *time.Timer
+	// over is the talk over the agent whose transcript is still to come,
+	// by utterance id; paused the talk that holds its audio paused ("" for
+	// none); the timer resumes a pause no word came in to confirm.
+	over   map[string]talk
+	paused string
+	resume *time.Timer
 	// spoke is when the agent's speech first played in this
 	// conversation: the echo warm-up counts from it.
 	spoke time.Time
@@ -152,8 +153,6 @@ type loop struct {
 	// recognised), by the id of the question it asks: the cue of the turn
 	// answering it counts from there, and its report too.
 	ended map[string]heardAt
-	// talkOverAt is when the voice of talkOver began.
-	talkOverAt time.Time
 	// phrase is the last phrase cue said, so as not to say it twice.
 	phrase int
 	// asked is the last question asked by voice; addsTo the utterance
@@ -165,7 +164,7 @@ type loop struct {
 // Run serves the stage until ctx ends, then stops what it started.
 func (s *Stage) Run(ctx context.Context) {
 	defer close(s.done)
-	l := &loop{s: s, ctx: ctx, ended: map[string]heardAt{}}
+	l := &loop{s: s, ctx: ctx, ended: map[string]heardAt{}, over: map[string]talk{}}
 	l.setState(StateListening)
 	defer l.wg.Wait()
 	defer l.stopResume()
@@ -249,11 +248,14 @@ func (l *loop) hush() {
 // silence clears the answer being spoken, ends its transcript where its
 // audio stopped, and tells its turn how much was heard.
 func (l *loop) silence() {
-	h := l.play.interrupt(l.s.out)
-	l.s.room.AgentSpeech(l.ctx, AgentSpeech{SegmentID: AnswerSegment(l.play.turn.UserMessageID()), TrackID: l.s.out.TrackID(), Cut: true})
-	l.play.turn.Heard(h)
+	if h, whole := l.play.interrupt(l.s.out); !whole {
+		l.s.room.AgentSpeech(l.ctx, AgentSpeech{SegmentID: AnswerSegment(l.play.turn.UserMessageID()), AnswerID: answerID(l.play.turn), TrackID: l.s.out.TrackID(), Cut: true})
+		l.play.turn.Heard(h)
+	}
 	l.play = nil
-	l.talkOver, l.paused = "", ""
+	// The talk over it is still judged when its transcript comes: an
+	// "uh-huh" does not become a question because the answer has gone.
+	l.paused = ""
 	l.stopResume()
 }
 

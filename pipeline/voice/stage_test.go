@@ -966,6 +966,14 @@ func TestStageFollowUpWhileThinking(t *testing.T) {
 	if len(eng.started) != 0 {
 		t.Fatalf("%d more turns", len(eng.started))
 	}
+	// A final transcript is a turn: the utterance that only added to the
+	// question has none of its own (its transcripts went out before the
+	// question was asked again).
+	for len(room.transcripts) > 0 {
+		if tr := <-room.transcripts; tr.Final && (tr.ID != first.id || tr.Text == "") {
+			t.Fatalf("final transcript %+v; the only final one is the whole question's, %s", tr, first.id)
+		}
+	}
 }
 
 // phraseSynth answers each text with silence of a length of its own

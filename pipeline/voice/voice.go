@@ -36,6 +36,15 @@ const InputRate = 16000
 func UserSegment(messageID string) string   { return "SG_" + messageID }
 func AnswerSegment(messageID string) string { return "SG_answer_" + messageID }
 
+// answerID is the id of the answer t writes, if t says it
+// (*pipeline.Turn does; a test's fake need not).
+func answerID(t Turn) string {
+	if a, ok := t.(interface{ AnswerID() string }); ok {
+		return a.AnswerID()
+	}
+	return ""
+}
+
 // Turn is a running turn as the engine hands it out: *pipeline.Turn, or a
 // test's fake.
 type Turn interface {
@@ -137,7 +146,10 @@ func (a asker) Withdraw(id string) {
 }
 
 // Transcript is recognised speech of one speaker's utterance. Every update
-// of one utterance has the same ID.
+// of one utterance has the same ID. An utterance that asks nothing (noise,
+// a listener's "mm-hm") ends with an empty interim update if any interim
+// one went out, never with a final one: a final transcript is the user's
+// turn.
 type Transcript struct {
 	ID      string
 	Speaker string
@@ -152,8 +164,11 @@ type Transcript struct {
 // words whose audio has begun. The answer's last one has Final set; an
 // answer cut short ends with Cut, at the word where its audio stopped.
 type AgentSpeech struct {
-	// SegmentID is the same for every part of one answer.
+	// SegmentID is the same for every part of one answer, and for every
+	// answer to one user message; AnswerID tells those answers apart
+	// (empty for a turn that does not say its answer's id).
 	SegmentID string
+	AnswerID  string
 	TrackID   string
 	Text      string
 	Final     bool

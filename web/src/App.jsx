@@ -222,10 +222,11 @@ function Answer({ attempt, mode }) {
   const steps = stepList(attempt);
   const started = text !== '';
   // Open while Alicia thinks, closed once the answer starts, unless the
-  // reader opened or closed it themselves.
+  // reader opened or closed it themselves. An answer cut before any word
+  // of it was heard is over for the reader, however the model goes on.
   const [choice, setChoice] = useState(null);
-  const open = choice ?? (!started && !attempt.done);
-  const thinking = !started && !attempt.done;
+  const thinking = !started && !attempt.done && !cut;
+  const open = choice ?? thinking;
   const showSteps = mode !== 'off' && steps.length > 0;
   return (
     <div className="answer" data-testid="answer" data-answer-id={attempt.answerId} data-done={attempt.done ? 'true' : 'false'}
@@ -248,10 +249,12 @@ function Answer({ attempt, mode }) {
         </details>
       )}
       {!showSteps && thinking && <p className="thinking muted">Alicia is thinking…</p>}
-      {(text !== '' || !attempt.done) && <p className={cut ? 'text cut' : 'text'} data-testid="answer-text">{text}</p>}
+      {(text !== '' || thinking) && <p className={cut ? 'text cut' : 'text'} data-testid="answer-text">{text}</p>}
       {attempt.stopped && <p className="note muted">Stopped.</p>}
       {cut && !attempt.stopped && (
-        <p className="note muted" data-testid="interrupted">Interrupted: Alicia stopped speaking here.</p>
+        <p className="note muted" data-testid="interrupted">
+          {text === '' ? 'Interrupted before Alicia said any of it.' : 'Interrupted: Alicia stopped speaking here.'}
+        </p>
       )}
       {attempt.failed && <p className="note muted">This answer failed before it was complete.</p>}
     </div>

@@ -19,8 +19,12 @@ const FinalAttribute = 'lk.transcription_final';
 const TrackAttribute = 'lk.transcribed_track_id';
 
 // Alicia names the transcript segment of an answer after the user message
-// it answers: that is how the page finds the answer a cut belongs to.
+// it answers, and every answer to that message (a regeneration) shares
+// it; the answer's own id comes in an attribute of its own. An answer cut
+// before any of its words was heard gets an empty stream, closed not
+// final: the id, not the segment, says which answer heard nothing.
 const answerSegmentPrefix = 'SG_answer_';
+const AnswerAttribute = 'alicia.answer_id';
 
 // How long the page waits for the bot's greeting before it configures
 // itself unasked (the greeting carries the user's remembered preference,
@@ -93,6 +97,9 @@ export class Conversation {
     this.greetTimer = null;
     this.awaiting = null; // the queued message sent last, until its answer ends
     this.awaitTimer = null;
+    // How far the audio of answers not shown yet got, by answer id: a
+    // transcript can come before the answer's StartAnswer.
+    this.voices = new Map();
   }
 
   // --- state plumbing ---------------------------------------------------
@@ -525,7 +532,15 @@ export class Conversation {
       turn.attempts.push(a);
       turn.regenerating = false;
     }
-    if (answerId && !a.answerId) a.answerId = answerId;
+    if (answerId && !a.answerId) {
+      a.answerId = answerId;
+      const v = this.voices.get(answerId);
+      if (v) {
+        this.voices.delete(answerId);
+        a.voice = v.voice;
+        if (v.voice === 'cut') a.heard = v.heard;
+      }
+    }
     return a;
   }
 
@@ -620,11 +635,13 @@ export class Conversation {
     const answering = sender !== this.identity && segment.startsWith(answerSegmentPrefix)
       ? segment.slice(answerSegmentPrefix.length)
       : '';
-    // The answer being spoken when its words begin: a regeneration speaks
+    // The answer the stream names; from an agent that names none, the
+    // answer being spoken when its words begin: a regeneration speaks
     // under the same segment, and its cut must not land on the new one.
-    const answerId = answering ? this.state.turns.find((t) => t.id === answering)?.attempts.at(-1)?.answerId || '' : '';
+    const named = answering ? attr(AnswerAttribute) : '';
+    const answerId = named || (answering ? this.state.turns.find((t) => t.id === answering)?.attempts.at(-1)?.answerId || '' : '');
     const mine = !answering && sender === this.identity;
-    if (answering) this.onVoice(answering, answerId, 'speaking');
+    if (answering) this.onVoice(answering, answerId, 'speaking', '', Boolean(named));
     let text = '';
     try {
       for await (const chunk of reader) {
@@ -639,15 +656,22 @@ export class Conversation {
     // The trailer's attributes, merged in by now, say whether it was final.
     const final = attr(FinalAttribute) === 'true';
     if (mine) this.set({ userTranscript: { track: attr(TrackAttribute), text, final } });
-    if (answering) this.onVoice(answering, answerId, final ? 'heard' : 'cut', text);
+    if (answering) this.onVoice(answering, answerId, final ? 'heard' : 'cut', text, Boolean(named));
   }
 
   // onVoice follows an answer's audio: speaking, heard to its end, or cut
-  // (with the words heard).
-  onVoice(turnId, answerId, voice, heard) {
+  // (with the words heard). An answer the stream named exactly is only
+  // ever that answer: one the page does not show yet gets it when it
+  // comes, never the turn's latest answer in its place.
+  onVoice(turnId, answerId, voice, heard, exact) {
+    if (exact && !this.state.turns.some((t) => t.attempts.some((x) => x.answerId === answerId))) {
+      if (voice !== 'speaking' || !this.voices.has(answerId)) this.voices.set(answerId, { voice, heard });
+      return;
+    }
     this.updateTurns((turns) => {
       const t = turns.find((x) => x.id === turnId);
-      const a = t && ((answerId && t.attempts.find((x) => x.answerId === answerId)) || t.attempts.at(-1));
+      const byId = answerId && turns.flatMap((x) => x.attempts).find((x) => x.answerId === answerId);
+      const a = byId || (!exact && t && t.attempts.at(-1));
       if (!a) return;
       a.voice = voice;
       if (voice === 'cut') a.heard = heard;

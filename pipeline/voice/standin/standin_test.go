@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -125,5 +126,41 @@ func TestErrors(t *testing.T) {
 	}
 	if !errors.As(err, &e) || e.Kind != voice.ErrConnect || !e.Retryable() {
 		t.Fatalf("got %#v", err)
+	}
+}
+
+// A listener's "uh-huh" is heard as the backchannel it is, from the
+// audio: a grammar that admits it still hears nothing in noise, and a
+// question as the question. The grammar has no one-word phrase: the
+// decoder takes a short breathy sound for a "stop" as readily as for an
+// "uh huh".
+func TestBackchannel(t *testing.T) {
+	base := serve(t, standin.Config{Phrases: []string{"what is the weather like in paris today", "how far is the moon", "mm hmm", "uh huh"}, Log: slog.New(slog.DiscardHandler)})
+	pad := func(pcm []int16) []int16 {
+		return slices.Concat(speechtest.Silence(200, voice.InputRate), pcm, speechtest.Silence(500, voice.InputRate))
+	}
+	for _, tc := range []struct {
+		name, want string
+		audio      []int16
+	}{
+		{"uh-huh", "uh huh", pad(speechtest.UhHuh(t, voice.InputRate))},
+		{"noise", "", pad(speechtest.Burst(300, voice.InputRate, -20, 7))},
+		{"question", "how far is the moon", pad(speechtest.Render(t, "How far is the moon?", 140, voice.InputRate))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			rec := &voice.OpenAIRecognizer{URL: base + "/v1", Model: "whisper-1", Streaming: true}
+			var final string
+			for ev := range rec.Stream(ctx, &voice.RecognizeRequest{Audio: tc.audio, SampleRate: voice.InputRate}) {
+				if ev.Kind == voice.RecognizeError {
+					t.Fatal(ev.Err)
+				}
+				final = ev.Text
+			}
+			if final != tc.want {
+				t.Fatalf("heard %q, not %q", final, tc.want)
+			}
+		})
 	}
 }
