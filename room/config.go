@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/livekit/protocol/livekit"
 )
 
 // Config says where LiveKit is and how the bot presents itself. Every
@@ -101,6 +103,12 @@ const (
 	// it plus one renewal period.
 	defaultLeaseTTL = 1500 * time.Millisecond
 )
+
+// roomAgents is the dispatch of this deployment's agent to a room
+// created with it.
+func (c Config) roomAgents() []*livekit.RoomAgentDispatch {
+	return []*livekit.RoomAgentDispatch{{AgentName: c.AgentName}}
+}
 
 // defaultAssumedFeatures are what the specification's clients announce:
 // streamed answers and a panel for reasoning steps, so that a client that

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/livekit/protocol/livekit"
 	lksdk "github.com/livekit/server-sdk-go/v2"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // conn is a session's LiveKit room connection. The room is set once the
@@ -18,6 +20,16 @@ import (
 type conn struct {
 	// lookup reads a participant's attributes from LiveKit's API.
 	lookup func(ctx context.Context, identity string) (map[string]string, error)
+
+	// list reads the room's participants from LiveKit's API.
+	list func(ctx context.Context) ([]*livekit.ParticipantInfo, error)
+	// viaServer sends a packet through LiveKit's server API; nil: never.
+	// sentViaServer counts what it sent.
+	viaServer     func(ctx context.Context, payload []byte, to []string) error
+	sentViaServer prometheus.Counter
+	// direct: the bot's own data channels are open (or were tried), so
+	// packets go over them.
+	direct atomic.Bool
 
 	mu   sync.Mutex
 	room *lksdk.Room
@@ -52,6 +64,50 @@ func (c *conn) publish(payload []byte, to []string) error {
 	return r.LocalParticipant.PublishDataPacket(lksdk.UserData(payload), lksdk.WithDataPublishReliable(true),
 		lksdk.WithDataPublishTopic(Topic), lksdk.WithDataPublishDestination(to))
 }
+
+// greet sends a greeting through LiveKit's server API while the bot's own
+// data channel is not open, and over it otherwise. The SDK opens the
+// channel (a peer connection of its own) only when asked to send: a few
+// hundred milliseconds, or a second when one of its handshake packets has
+// to be sent again, on a server busy with other joins, which the first
+// greeting would wait. Only greetings go this way: a packet sent through
+// the API can arrive after one sent over the channel after it, and
+// nothing reaches a user before its greeting but other greetings. LiveKit
+// drops what its API sends to a user whose own data channel is not open
+// yet (it holds only what participants send); the greeting's repeat
+// (greetAgain) covers that.
+func (c *conn) greet(payload []byte, to []string) error {
+	if _, err := c.ready(); err != nil {
+		return err
+	}
+	if !c.direct.Load() && c.viaServer != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), serverSendTimeout)
+		err := c.viaServer(ctx, payload, to)
+		cancel()
+		if err == nil {
+			c.sentViaServer.Inc()
+			return nil
+		}
+	}
+	return c.publish(payload, to)
+}
+
+// serverSendTimeout bounds an API send; past it the data channel, open
+// or not by then, takes the packet.
+const serverSendTimeout = 2 * time.Second
+
+// openDataChannel has the SDK open the bot's data channels at once rather
+// than at its first envelope, with a packet that reaches nobody (it is
+// addressed to the bot itself), and from then on sends over them. It
+// returns when they are open or the SDK gave up on them.
+func (c *conn) openDataChannel(r *lksdk.Room) {
+	defer c.direct.Store(true)
+	_ = r.LocalParticipant.PublishDataPacket(lksdk.UserData([]byte{0}), lksdk.WithDataPublishReliable(false),
+		lksdk.WithDataPublishTopic(openTopic), lksdk.WithDataPublishDestination([]string{r.LocalParticipant.Identity()}))
+}
+
+// openTopic is the topic of the packet that opens the data channels.
+const openTopic = "alicia.open"
 
 func (c *conn) publishPacket(p *livekit.DataPacket, to []string) error {
 	r, err := c.ready()

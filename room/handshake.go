@@ -138,7 +138,11 @@ func (s *Session) welcome(identity string) {
 	greeting := s.greeting(identity)
 	sent := make(chan struct{})
 	s.post(func() {
-		s.emit(greeting, []string{identity}, nil, true)
+		// The first greeting may beat the bot's data channel (see
+		// conn.greet); the repeats go like any packet.
+		if payload, to, ok := s.record(greeting, []string{identity}, nil, true); ok {
+			s.tally(s.out.greet(payload, to))
+		}
 		close(sent)
 	})
 	s.wg.Add(1)

@@ -59,7 +59,7 @@ func UserToken(cfg Config, room, identity, name string, attrs map[string]string)
 	at := auth.NewAccessToken(cfg.APIKey, cfg.APISecret).
 		SetIdentity(identity).SetName(name).SetValidFor(TokenTTL).
 		SetVideoGrant(grant).
-		SetRoomConfig(&livekit.RoomConfiguration{Agents: []*livekit.RoomAgentDispatch{{AgentName: cfg.AgentName}}})
+		SetRoomConfig(&livekit.RoomConfiguration{Agents: cfg.roomAgents()})
 	if len(attrs) > 0 {
 		at.SetAttributes(attrs)
 	}
@@ -133,7 +133,8 @@ func (a *Agent) tokenHandler(now func() time.Time, compared func()) http.Handler
 			fail(http.StatusBadRequest, "identity is required (no spaces or slashes, at most 128 characters)")
 			return
 		}
-		if req.Room == "" {
+		newRoom := req.Room == ""
+		if newRoom {
 			req.Room = wire.NewID("conv")
 		} else if !roomNameOK(req.Room) {
 			fail(http.StatusBadRequest, "room must have no spaces or slashes and at most 128 characters")
@@ -161,14 +162,33 @@ func (a *Agent) tokenHandler(now func() time.Time, compared func()) http.Handler
 			fail(http.StatusInternalServerError, err.Error())
 			return
 		}
-		a.ensureBot(r.Context(), rooms, req.Room)
+		if newRoom {
+			a.openRoom(r.Context(), rooms, req.Room)
+		} else {
+			a.ensureBot(r.Context(), rooms, req.Room)
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(tokenResponse{Token: token, URL: a.cfg.LiveKitURL, Room: req.Room, Identity: req.Identity})
 	})
 }
 
+// openRoom creates a new conversation's room, with the agent dispatched,
+// before its user has the token. LiveKit gives a job to a worker some
+// 200 ms after it asks the workers (its RPC waits that long for better
+// offers); begun here, that wait overlaps the user's own join. The bot
+// may then be in the room first: awaitFirstUser finds the user. Should
+// this fail, the token's room configuration dispatches the bot when the
+// user's join creates the room, only later.
+func (a *Agent) openRoom(ctx context.Context, rooms *lksdk.RoomServiceClient, room string) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if _, err := rooms.CreateRoom(ctx, &livekit.CreateRoomRequest{Name: room, Agents: a.cfg.roomAgents()}); err != nil {
+		a.log.Warn("could not open the room ahead of its user; the user's join will", "room", room, "err", err)
+	}
+}
+
 // ensureBot dispatches the agent to an existing room that has none. A new
-// room gets its bot from the token's room configuration instead.
+// room gets its bot when openRoom creates it.
 func (a *Agent) ensureBot(ctx context.Context, rooms *lksdk.RoomServiceClient, room string) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()

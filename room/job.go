@@ -81,6 +81,14 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	j.conn.mu.Lock()
 	j.conn.room = room
 	j.conn.mu.Unlock()
+	opened := make(chan struct{})
+	go func() {
+		defer close(opened)
+		j.conn.openDataChannel(room)
+	}()
+	// The SDK gives up on a channel it cannot open after its connect
+	// timeout, which bounds this wait.
+	defer func() { <-opened }()
 	// livekit-server announces a participant that publishes no track
 	// only in the room's batched updates, every 3 s; an attribute change
 	// is announced at once. The agent state is what LiveKit's client
@@ -103,6 +111,18 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 			sess.arrived(p.Identity(), p.Attributes())
 		}
 	}
+	if len(present) == 0 {
+		ctx, cancel := context.WithCancel(a.ctx)
+		found := make(chan struct{})
+		go func() {
+			defer close(found)
+			awaitFirstUser(ctx, room, j.conn, sess)
+		}()
+		defer func() {
+			cancel()
+			<-found
+		}()
+	}
 	if vj != nil {
 		vj.start(room, sess)
 	}
@@ -111,17 +131,75 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	return a.serveRoom(j, room, ev)
 }
 
+// firstUserWait and firstUserPoll: how long and how often a bot alone in
+// its room asks LiveKit for its first user. LiveKit tells the room of a
+// user who publishes no track only in its batched updates, every 3 s; a
+// bot that came into a room opened ahead of its user (openRoom) would
+// greet that user only then. Most users come within a second of their
+// token.
+const (
+	firstUserWait = 5 * time.Second
+	firstUserPoll = 40 * time.Millisecond
+)
+
+// awaitFirstUser announces to the session the room's first users whom the
+// SDK has not announced yet, as soon as LiveKit lists them active (data
+// reaches them), until one arrived either way, firstUserWait passed or ctx
+// ended.
+func awaitFirstUser(ctx context.Context, room *lksdk.Room, c *conn, sess *Session) {
+	ctx, cancel := context.WithTimeout(ctx, firstUserWait)
+	defer cancel()
+	tick := time.NewTicker(firstUserPoll)
+	defer tick.Stop()
+	for countHumans(room) == 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		ps, err := c.list(ctx)
+		if err != nil {
+			continue
+		}
+		found := false
+		for _, p := range ps {
+			if p.Kind == livekit.ParticipantInfo_AGENT || p.State != livekit.ParticipantInfo_ACTIVE {
+				continue
+			}
+			found = true
+			if room.GetParticipantByIdentity(p.Identity) == nil {
+				sess.metrics.usersListed.Inc()
+				sess.arrived(p.Identity, p.Attributes)
+			}
+		}
+		if found {
+			return
+		}
+	}
+}
+
 // connTo is a connection to room, not joined yet, that reads its
 // participants' attributes from LiveKit's API.
 func (a *Agent) connTo(room string) *conn {
 	rooms := lksdk.NewRoomServiceClient(a.cfg.httpURL(), a.cfg.APIKey, a.cfg.APISecret)
+	topic := Topic
 	return &conn{lookup: func(ctx context.Context, identity string) (map[string]string, error) {
 		p, err := rooms.GetParticipant(ctx, &livekit.RoomParticipantIdentity{Room: room, Identity: identity})
 		if err != nil {
 			return nil, err
 		}
 		return p.Attributes, nil
-	}}
+	}, list: func(ctx context.Context) ([]*livekit.ParticipantInfo, error) {
+		res, err := rooms.ListParticipants(ctx, &livekit.ListParticipantsRequest{Room: room})
+		if err != nil {
+			return nil, err
+		}
+		return res.Participants, nil
+	}, viaServer: func(ctx context.Context, payload []byte, to []string) error {
+		_, err := rooms.SendData(ctx, &livekit.SendDataRequest{Room: room, Data: payload, Kind: livekit.DataPacket_RELIABLE,
+			DestinationIdentities: to, Topic: &topic})
+		return err
+	}, sentViaServer: a.metrics.viaServer}
 }
 
 // serveRoom waits for the room's end: nobody left in it for

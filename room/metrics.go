@@ -12,6 +12,8 @@ type Metrics struct {
 	jobs         *prometheus.CounterVec
 	talkOver     *prometheus.CounterVec
 	tokenRefused prometheus.Counter
+	viaServer    prometheus.Counter
+	usersListed  prometheus.Counter
 }
 
 // NewMetrics registers the room metrics on reg (nil: not exported).
@@ -33,9 +35,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "What users' speech over the agent or to it came to: interruption (the agent stopped), false_interruption (no words; it resumed), unrecognised (speech with no transcript; no turn)."}, []string{"outcome"}),
 		tokenRefused: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "alicia", Subsystem: "room", Name: "token_throttled_total",
 			Help: "POST /v1/token requests refused 429 because their address sent too many wrong secrets."}),
+		viaServer: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "alicia", Subsystem: "room", Name: "envelopes_via_server_total",
+			Help: "Envelopes sent through LiveKit's server API because the bot's own data channel in the room was not open yet (its first ones, the greeting above all)."}),
+		usersListed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "alicia", Subsystem: "room", Name: "users_listed_total",
+			Help: "Users a bot alone in its room found by asking LiveKit's API, before LiveKit announced them (it announces users who publish nothing in batches, seconds late)."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.tokenRefused)
+		reg.MustRegister(m.tokenRefused, m.viaServer, m.usersListed)
 		reg.MustRegister(m.badInput, m.packetsOut, m.streams, m.sendFailures, m.replayed, m.jobs, m.talkOver)
 	}
 	return m

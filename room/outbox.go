@@ -84,16 +84,24 @@ func (s *Session) reserve() bool {
 // handshake is set, it reaches only the addressees in sync; the others
 // get it by replay.
 func (s *Session) emit(body wire.Body, to []string, meta map[string]any, handshake bool) {
+	if payload, targets, ok := s.record(body, to, meta, handshake); ok {
+		s.publish(payload, targets)
+	}
+}
+
+// record numbers and logs an envelope, on the writer, and says whether
+// it goes out now and to whom (see emit).
+func (s *Session) record(body wire.Body, to []string, meta map[string]any, handshake bool) (payload []byte, targets []string, ok bool) {
 	stanza, ok := s.number()
 	if !ok {
 		s.log.Error("dropping an envelope: no stanza number could be reserved", "type", (&wire.Envelope{Body: body}).Type())
-		return
+		return nil, nil, false
 	}
 	env := &wire.Envelope{StanzaID: stanza, ConversationID: s.ID, Meta: meta, Body: body}
 	payload, err := wire.Marshal(env)
 	if err != nil {
 		s.log.Error("encoding an envelope", "type", env.Type(), "err", err)
-		return
+		return nil, nil, false
 	}
 	s.ring = append(s.ring, sent{stanza: stanza, payload: payload, to: to, handshake: handshake})
 	s.ringBytes += len(payload)
@@ -108,13 +116,11 @@ func (s *Session) emit(body wire.Body, to []string, meta map[string]any, handsha
 		// are handshakes, which belong to one connection.
 		s.store.SaveEnvelope(storage.Envelope{ConversationID: s.ID, StanzaID: stanza, Payload: payload, To: to, Reasoning: isStep, SentAt: time.Now()})
 	}
-	targets := to
-	if !handshake {
-		if targets = s.inSync(to); len(targets) == 0 {
-			return
-		}
+	if handshake {
+		return payload, to, true
 	}
-	s.publish(payload, targets)
+	targets = s.inSync(to)
+	return payload, targets, len(targets) > 0
 }
 
 // inSync narrows addressees (nil: everyone) to the members in sync on
@@ -155,13 +161,16 @@ func (s *Session) inSync(to []string) []string {
 }
 
 func (s *Session) publish(payload []byte, to []string) {
-	var err error
 	if len(payload) > wire.MaxPacketBytes {
-		err = s.out.publishStream(payload, to)
 		s.metrics.streams.Inc()
-	} else {
-		err = s.out.publish(payload, to)
+		s.tally(s.out.publishStream(payload, to))
+		return
 	}
+	s.tally(s.out.publish(payload, to))
+}
+
+// tally counts a packet that went out, or failed to.
+func (s *Session) tally(err error) {
 	s.metrics.packetsOut.Inc()
 	if err != nil {
 		// The envelope is in the log: the client gets it on resume.

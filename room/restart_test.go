@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-
 	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
@@ -99,11 +97,7 @@ func countOf(envs []*wire.Envelope, id string) int {
 // jobs reads the agent's job counter for an outcome.
 func jobs(t *testing.T, e *env, outcome string) float64 {
 	t.Helper()
-	var m dto.Metric
-	if err := e.agent.metrics.jobs.WithLabelValues(outcome).Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
+	return counterValue(t, e.agent.metrics.jobs.WithLabelValues(outcome))
 }
 
 // eventually waits for cond, which an event outside the test's reach

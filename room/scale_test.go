@@ -1,9 +1,7 @@
 package room
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -85,21 +83,7 @@ func TestTokenEndpoint(t *testing.T) {
 	e := startAgent(t, lk, storage.NewMemory(storage.ReasoningPlain))
 	srv := httptest.NewServer(e.agent.TokenHandler())
 	defer srv.Close()
-	post := func(secret string, body any) (int, tokenResponse) {
-		b, _ := json.Marshal(body)
-		req, _ := http.NewRequest("POST", srv.URL, bytes.NewReader(b))
-		if secret != "" {
-			req.Header.Set("Authorization", "Bearer "+secret)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var tr tokenResponse
-		_ = json.NewDecoder(resp.Body).Decode(&tr)
-		return resp.StatusCode, tr
-	}
+	post := func(secret string, body any) (int, tokenResponse) { return askTokenFor(t, srv.URL, secret, body) }
 	if code, _ := post("", map[string]string{"identity": "alice"}); code != http.StatusUnauthorized {
 		t.Fatalf("no secret: %d", code)
 	}

@@ -44,6 +44,10 @@ type Conversation interface {
 type publisher interface {
 	// publish sends one packet of at most wire.MaxPacketBytes.
 	publish(payload []byte, to []string) error
+	// greet sends a greeting, which may go another way than publish's
+	// packets when that is faster, and may arrive after packets published
+	// after it.
+	greet(payload []byte, to []string) error
 	// publishStream sends a larger payload as a LiveKit byte stream.
 	publishStream(payload []byte, to []string) error
 	// connection names the identity's current connection ("" if absent).

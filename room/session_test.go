@@ -45,6 +45,7 @@ func (r *recorder) publish(p []byte, to []string) error {
 	return nil
 }
 func (r *recorder) publishStream(p []byte, to []string) error { return r.publish(p, to) }
+func (r *recorder) greet(p []byte, to []string) error         { return r.publish(p, to) }
 func (r *recorder) connection(identity string) string         { return "PA_" + identity }
 func (r *recorder) attributes(context.Context, string) (map[string]string, error) {
 	return nil, nil

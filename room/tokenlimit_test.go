@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/alicia-voice/alicia/storage"
 )
@@ -108,11 +107,7 @@ func TestTokenSecretFailuresAreThrottled(t *testing.T) {
 	if res := askToken(t, user, srv.URL, "a-typo"); res.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("another address's first wrong secret: HTTP %d, want 401", res.StatusCode)
 	}
-	var m dto.Metric
-	if err := metrics.tokenRefused.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	if got := m.GetCounter().GetValue(); got != 201 {
+	if got := counterValue(t, metrics.tokenRefused); got != 201 {
 		t.Fatalf("alicia_room_token_throttled_total = %v, want 201", got)
 	}
 
