@@ -98,7 +98,10 @@ func TestKilledWorkerIsTakenOver(t *testing.T) {
 	}
 	<-a.done
 
+	// The answer is timed to its last sentence and to its first, and the
+	// question from when the user could ask it (told of the interruption).
 	took, greeted := make([]time.Duration, n), make([]time.Duration, n)
+	asked, first := make([]time.Duration, n), make([]time.Duration, n)
 	var wg sync.WaitGroup
 	errs := make([]error, n)
 	for i, u := range users {
@@ -139,6 +142,10 @@ func TestKilledWorkerIsTakenOver(t *testing.T) {
 				return
 			}
 			took[i] = time.Since(killed)
+			asked[i] = r.sent.Sub(killed)
+			if len(r.sentences) > 0 {
+				first[i] = r.sentences[0].at.Sub(killed)
+			}
 			// Resuming worked without complaint, and no stanza id was
 			// given to two messages: the killed bot's numbers were
 			// reserved in storage before it used them.
@@ -189,10 +196,12 @@ func TestKilledWorkerIsTakenOver(t *testing.T) {
 			t.Errorf("%s: taken over through a lease %d times, not once", u.convID, taken[u.convID])
 		}
 	}
-	slices.Sort(took)
-	slices.Sort(greeted)
-	t.Logf("kill → new bot's greeting: %v to %v; kill → answer to the next question: %v to %v (%d rooms)",
-		greeted[0].Round(time.Millisecond), greeted[n-1].Round(time.Millisecond), took[0].Round(time.Millisecond), took[n-1].Round(time.Millisecond), n)
+	span := func(d []time.Duration) string {
+		slices.Sort(d)
+		return fmt.Sprintf("%v to %v", d[0].Round(time.Millisecond), d[n-1].Round(time.Millisecond))
+	}
+	t.Logf("kill → new bot's greeting: %s; → next question asked: %s; → its answer's first sentence: %s; → answer to the next question: %s (%d rooms)",
+		span(greeted), span(asked), span(first), span(took), n)
 
 	// What was stored is there once: each conversation holds its three
 	// questions once each and an answer to the first and third.
