@@ -208,8 +208,8 @@ func (a *Agent) handOver(stopLease func()) {
 	a.mu.Unlock()
 	a.worker.drain()
 	for _, j := range jobs {
-		if s := j.session.Load(); s != nil {
-			s.Close()
+		if j.session != nil {
+			j.session.Close()
 		}
 	}
 	// Given up before the store closes: this process dispatches its rooms
@@ -237,8 +237,8 @@ func (a *Agent) sessions() []*Session {
 	defer a.mu.Unlock()
 	var out []*Session
 	for _, j := range a.jobs {
-		if s := j.session.Load(); s != nil {
-			out = append(out, s)
+		if j.session != nil {
+			out = append(out, j.session)
 		}
 	}
 	return out

@@ -21,8 +21,6 @@ type conn struct {
 	// lookup reads a participant's attributes from LiveKit's API.
 	lookup func(ctx context.Context, identity string) (map[string]string, error)
 
-	// exists asks LiveKit's API whether the room exists.
-	exists func(ctx context.Context) (bool, error)
 	// list reads the room's participants from LiveKit's API.
 	list func(ctx context.Context) ([]*livekit.ParticipantInfo, error)
 	// viaServer sends a packet through LiveKit's server API; nil: never.

@@ -2,14 +2,12 @@ package room
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"sync/atomic"
 	"time"
 
-	"github.com/cenkalti/backoff/v5"
 	"github.com/livekit/protocol/livekit"
 	lksdk "github.com/livekit/server-sdk-go/v2"
 
@@ -21,7 +19,7 @@ import (
 type job struct {
 	id      string
 	room    string
-	session atomic.Pointer[Session]
+	session *Session
 	conn    *conn
 	ended   chan struct{}
 	// leaving: the job gave its room up and asked for another bot; a
@@ -43,7 +41,7 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	}
 	sess := newSession(a.ctx, SessionConfig{ID: j.room, Store: a.store, Open: a.open, Metrics: a.metrics, Logger: a.log,
 		AssumeAfter: a.cfg.AssumeAfter, AssumedFeatures: a.cfg.AssumedFeatures}, j.conn)
-	j.session.Store(sess)
+	j.session = sess
 	defer sess.Close()
 
 	ev := &roomEvents{log: log, metrics: a.metrics, sess: sess, conn: j.conn,
@@ -73,15 +71,7 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	// join: a client sends its pre-connect recording as soon as it sees
 	// the bot, and a stream whose header comes before its handler is
 	// dropped.
-	tries := 0
 	room, err := retry(a.ctx, log, "joining the room", 3, func() (*lksdk.Room, error) {
-		// The greeting can leave before the join returns: a room deleted
-		// by then is not created again by joining it anew.
-		if tries++; tries > 1 {
-			if exists, err := j.conn.exists(a.ctx); err == nil && !exists {
-				return nil, backoff.Permanent(errRoomGone)
-			}
-		}
 		r := lksdk.NewRoom(ev.callback())
 		_ = r.RegisterByteStreamHandler(Topic, func(sr *lksdk.ByteStreamReader, identity string) {
 			sess.receive(identity, readStream(sr))
@@ -103,20 +93,7 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 		a.metrics.jobs.WithLabelValues("failed").Inc()
 		return livekit.JobStatus_JS_FAILED, "could not join: " + err.Error()
 	}
-	// livekit-server announces a participant that publishes no track
-	// only in the room's batched updates, every 3 s; an attribute change
-	// is announced at once. The agent state is what LiveKit's client
-	// components read anyway. With voice, listening comes once the
-	// microphones are heard. It is set before anything the bot queued
-	// while joining goes out (endJoin), so that a client that was
-	// greeted early sees the bot before its answers.
-	state := voice.StateListening
-	if vj != nil {
-		state = voice.StateInitializing
-	}
-	room.LocalParticipant.SetAttributes(map[string]string{AgentStateAttribute: string(state)})
 	j.conn.endJoin(room)
-	sess.setAgentState(state)
 	opened := make(chan struct{})
 	go func() {
 		defer close(opened)
@@ -125,6 +102,16 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	// The SDK gives up on a channel it cannot open after its connect
 	// timeout, which bounds this wait.
 	defer func() { <-opened }()
+	// livekit-server announces a participant that publishes no track
+	// only in the room's batched updates, every 3 s; an attribute change
+	// is announced at once. The agent state is what LiveKit's client
+	// components read anyway. With voice, listening comes once the
+	// microphones are heard.
+	state := voice.StateListening
+	if vj != nil {
+		state = voice.StateInitializing
+	}
+	sess.setAgentState(state)
 	// Users already in the room get the handshake now, so that nobody
 	// depends on who came first.
 	joined := time.Now()
@@ -202,9 +189,6 @@ func awaitFirstUser(ctx context.Context, c *conn, sess *Session) {
 	}
 }
 
-// errRoomGone: the room was deleted while the bot joined it.
-var errRoomGone = errors.New("the room no longer exists")
-
 // joining reports whether LiveKit lists the bot as joining its room. An
 // active participant under the bot's identity is another bot: a dead one,
 // which the joining one will replace.
@@ -222,13 +206,7 @@ func joining(ps []*livekit.ParticipantInfo, identity string) bool {
 func (a *Agent) connTo(room string) *conn {
 	rooms := lksdk.NewRoomServiceClient(a.cfg.httpURL(), a.cfg.APIKey, a.cfg.APISecret)
 	topic := Topic
-	return &conn{joined: make(chan struct{}), exists: func(ctx context.Context) (bool, error) {
-		res, err := rooms.ListRooms(ctx, &livekit.ListRoomsRequest{Names: []string{room}})
-		if err != nil {
-			return false, err
-		}
-		return len(res.Rooms) > 0, nil
-	}, lookup: func(ctx context.Context, identity string) (map[string]string, error) {
+	return &conn{joined: make(chan struct{}), lookup: func(ctx context.Context, identity string) (map[string]string, error) {
 		p, err := rooms.GetParticipant(ctx, &livekit.RoomParticipantIdentity{Room: room, Identity: identity})
 		if err != nil {
 			return nil, err
