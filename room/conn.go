@@ -31,34 +31,11 @@ type conn struct {
 	// packets go over them.
 	direct atomic.Bool
 
-	// joined is closed when the bot's join returned, joined or not; nil
-	// for a connection that is given its room as it is made.
-	joined      chan struct{}
-	endJoinOnce sync.Once
-
 	mu   sync.Mutex
 	room *lksdk.Room
-	// listed holds the users announced to the session from LiveKit's API
-	// (by identity, their connection's SID) while the SDK did not know
-	// them: before its join returned, or before LiveKit's batched update
-	// told it. The SDK's own events take over from it.
-	listed map[string]string
 }
 
 var errNotConnected = errors.New("not connected to the room")
-
-// endJoin records the end of the bot's join: r is its room, nil if the
-// join failed.
-func (c *conn) endJoin(r *lksdk.Room) {
-	c.endJoinOnce.Do(func() {
-		c.mu.Lock()
-		c.room = r
-		c.mu.Unlock()
-		if c.joined != nil {
-			close(c.joined)
-		}
-	})
-}
 
 func (c *conn) get() *lksdk.Room {
 	c.mu.Lock()
@@ -71,14 +48,7 @@ func (c *conn) get() *lksdk.Room {
 // identity by then, maybe a rejoined client that also gets the envelope
 // by replay; failing it leaves it to replay, and the greeting is sent
 // again until the user answers it.
-//
-// A packet sent while the bot is joining waits for the join: the first
-// greeting goes out before it (greet), and a user who answers it at once
-// reaches the bot, through LiveKit, before the join returns.
 func (c *conn) ready() (*lksdk.Room, error) {
-	if c.joined != nil {
-		<-c.joined
-	}
 	r := c.get()
 	if r == nil || r.ConnectionState() != lksdk.ConnectionStateConnected {
 		return nil, errNotConnected
@@ -106,10 +76,10 @@ func (c *conn) publish(payload []byte, to []string) error {
 // drops what its API sends to a user whose own data channel is not open
 // yet (it holds only what participants send); the greeting's repeat
 // (greetAgain) covers that.
-//
-// It needs no connection of the bot's own: the first greeting can leave
-// while the bot is still joining.
 func (c *conn) greet(payload []byte, to []string) error {
+	if _, err := c.ready(); err != nil {
+		return err
+	}
 	if !c.direct.Load() && c.viaServer != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), serverSendTimeout)
 		err := c.viaServer(ctx, payload, to)
@@ -157,52 +127,15 @@ func (c *conn) setAttributes(attrs map[string]string) error {
 }
 
 func (c *conn) connection(identity string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.room != nil {
-		if p := c.room.GetParticipantByIdentity(identity); p != nil {
-			return p.SID()
-		}
-	}
-	return c.listed[identity]
-}
-
-// humans is how many users the SDK knows in the room.
-func (c *conn) humans() int {
 	r := c.get()
 	if r == nil {
-		return 0
+		return ""
 	}
-	return countHumans(r)
-}
-
-// listUser notes a user found in LiveKit's API listing and reports whether
-// it is new: neither the SDK nor an earlier listing knew it.
-func (c *conn) listUser(identity, sid string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.room != nil && c.room.GetParticipantByIdentity(identity) != nil {
-		return false
+	p := r.GetParticipantByIdentity(identity)
+	if p == nil {
+		return ""
 	}
-	if _, ok := c.listed[identity]; ok {
-		return false
-	}
-	if c.listed == nil {
-		c.listed = make(map[string]string)
-	}
-	c.listed[identity] = sid
-	return true
-}
-
-// takeListed returns the connection under which the user was announced
-// from the API listing, if it was, and leaves the user to the SDK, which
-// knows it now.
-func (c *conn) takeListed(identity string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	sid := c.listed[identity]
-	delete(c.listed, identity)
-	return sid
+	return p.SID()
 }
 
 func (c *conn) attributes(ctx context.Context, identity string) (map[string]string, error) {

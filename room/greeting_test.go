@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -98,8 +95,7 @@ func (l *listener) waitFor(t *testing.T, n int) []received {
 }
 
 // Until the bot's own data channel is open its greetings go through
-// LiveKit's server API, even before the bot's join returned, which
-// reaches a user once LiveKit has it active;
+// LiveKit's server API, which reaches a user once LiveKit has it active;
 // everything else, and greetings once the channel is open, go over the
 // channel. An API that fails leaves the greeting to the channel.
 func TestFirstGreetingGoesThroughTheServer(t *testing.T) {
@@ -123,7 +119,7 @@ func TestFirstGreetingGoesThroughTheServer(t *testing.T) {
 	topic := Topic
 	var failing bool
 	sent := prometheus.NewCounter(prometheus.CounterOpts{Name: "sent"})
-	c := &conn{sentViaServer: sent, viaServer: func(ctx context.Context, payload []byte, to []string) error {
+	c := &conn{room: bot, sentViaServer: sent, viaServer: func(ctx context.Context, payload []byte, to []string) error {
 		if failing {
 			return fmt.Errorf("the API is down")
 		}
@@ -131,17 +127,13 @@ func TestFirstGreetingGoesThroughTheServer(t *testing.T) {
 			DestinationIdentities: to, Topic: &topic})
 		return err
 	}}
-	// The session has no room yet (the bot is joining), and nothing has
-	// opened the bot's data channel.
+	// Nothing has opened the bot's data channel yet.
 	if err := c.greet([]byte("greeting"), []string{"user"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := user.waitFor(t, 1); got[0] != (received{"greeting", ""}) {
 		t.Fatalf("the first greeting came as %+v, want it from LiveKit's server", got[0])
 	}
-	c.mu.Lock()
-	c.room = bot
-	c.mu.Unlock()
 	if err := c.publish([]byte("answer"), []string{"user"}); err != nil {
 		t.Fatal(err)
 	}
@@ -222,57 +214,6 @@ func TestRoomOpensWithItsToken(t *testing.T) {
 	c.send(&wire.Configuration{Features: []string{wire.FeatureStreaming}})
 	c.send(&wire.UserMessage{ID: "m1", ConversationID: tr.Room, Content: "burst 2"})
 	c.wait("the answer", func(g []*wire.Envelope) bool { return count[*wire.AssistantSentence](g) == 2 })
-}
-
-// A user who is in the room before LiveKit has assigned it a bot (the
-// dispatch waits 200 ms, a join on loopback takes tens) is found through
-// LiveKit's API while the bot joins, and greeted then; the participants
-// the bot's join returns hold the same user, who is not greeted twice.
-func TestUserFoundWhileTheBotJoinsIsGreetedOnce(t *testing.T) {
-	lk := testenv.StartLiveKit(t)
-	e := startAgent(t, lk, storage.NewMemory(storage.ReasoningPlain))
-	srv := httptest.NewServer(e.agent.TokenHandler())
-	defer srv.Close()
-	tr := postToken(t, srv.URL, lk.APISecret, map[string]string{"identity": "alice"})
-	c := joinWithToken(t, lk, tr.Token)
-	c.wait("the greeting", func(g []*wire.Envelope) bool { return count[*wire.Configuration](g) > 0 })
-	c.send(&wire.Configuration{Features: []string{wire.FeatureStreaming}})
-	c.send(&wire.UserMessage{ID: "m1", ConversationID: tr.Room, Content: "burst 2"})
-	got := c.wait("the answer", func(g []*wire.Envelope) bool { return count[*wire.AssistantSentence](g) == 2 })
-	if n := count[*wire.Configuration](got); n != 2 {
-		t.Fatalf("%d Configurations before the answer, want 2: the greeting and the reply to the client's", n)
-	}
-}
-
-// A bot whose join is slow (its signalling held half a second, as over a
-// slow network) greets a user already in the room only once LiveKit has
-// the bot in it: a user greeted before would answer at once into a room
-// with no bot, and the answer would be lost. What the user sends then is
-// held by LiveKit until the bot's connection is up, and answered once the
-// join has returned.
-func TestGreetingWaitsForTheBotInTheRoom(t *testing.T) {
-	lk := testenv.StartLiveKit(t)
-	lkHTTP := &Config{LiveKitURL: lk.URL}
-	target, err := url.Parse(lkHTTP.httpURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	forward := httputil.NewSingleHostReverseProxy(target)
-	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, "/rtc") {
-			time.Sleep(500 * time.Millisecond) // the slow network, not a wait for an event
-		}
-		forward.ServeHTTP(w, r)
-	}))
-	defer slow.Close()
-	e := startAgentWith(t, lk, storage.NewMemory(storage.ReasoningPlain),
-		func(c *Config) { c.LiveKitURL = "ws" + strings.TrimPrefix(slow.URL, "http") }, testLogger())
-	c := greeted(t, e, "conv_slow_join", "user")
-	c.send(&wire.Configuration{Features: []string{wire.FeatureStreaming}})
-	c.send(&wire.UserMessage{ID: "m1", ConversationID: "conv_slow_join", Content: "burst 2"})
-	c.wait("the reply and the answer", func(g []*wire.Envelope) bool {
-		return count[*wire.Configuration](g) >= 2 && count[*wire.AssistantSentence](g) == 2
-	})
 }
 
 // askTokenFor posts body to the token endpoint at url with secret (none if

@@ -52,20 +52,6 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 		ev.mics = vj.mics
 		defer vj.stop()
 	}
-	// The users already in the room are looked for, and greeted through
-	// LiveKit's API, while the bot joins: on a busy server the SDK's join
-	// takes up to a few hundred milliseconds, which the greeting need not
-	// wait.
-	findCtx, stopFinding := context.WithCancel(a.ctx)
-	found := make(chan struct{})
-	go func() {
-		defer close(found)
-		awaitFirstUser(findCtx, j.conn, sess)
-	}()
-	defer func() {
-		stopFinding()
-		<-found
-	}()
 	// A loaded server can be slow to connect: try a few times before the
 	// job is reported failed. The stream handlers are in place before the
 	// join: a client sends its pre-connect recording as soon as it sees
@@ -88,12 +74,13 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 		return r, r.JoinWithToken(a.cfg.LiveKitURL, token, lksdk.WithAutoSubscribe(false), lksdk.WithConnectTimeout(15*time.Second))
 	})
 	if err != nil {
-		j.conn.endJoin(nil)
 		log.Error("joining the room", "err", err)
 		a.metrics.jobs.WithLabelValues("failed").Inc()
 		return livekit.JobStatus_JS_FAILED, "could not join: " + err.Error()
 	}
-	j.conn.endJoin(room)
+	j.conn.mu.Lock()
+	j.conn.room = room
+	j.conn.mu.Unlock()
 	opened := make(chan struct{})
 	go func() {
 		defer close(opened)
@@ -118,11 +105,23 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	present := room.GetRemoteParticipants()
 	log.Debug("participants at join", "n", len(present))
 	for _, p := range present {
-		// Their attributes are here already, whatever they sent before
-		// the bot came; one greeted from the listing is not again.
-		if p.Kind() != lksdk.ParticipantAgent && j.conn.takeListed(p.Identity()) != p.SID() {
+		if p.Kind() != lksdk.ParticipantAgent {
+			// Their attributes are here already, whatever they sent
+			// before the bot came.
 			sess.arrived(p.Identity(), p.Attributes())
 		}
+	}
+	if len(present) == 0 {
+		ctx, cancel := context.WithCancel(a.ctx)
+		found := make(chan struct{})
+		go func() {
+			defer close(found)
+			awaitFirstUser(ctx, room, j.conn, sess)
+		}()
+		defer func() {
+			cancel()
+			<-found
+		}()
 	}
 	if vj != nil {
 		vj.start(room, sess)
@@ -132,43 +131,34 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	return a.serveRoom(j, room, ev)
 }
 
-// firstUserWait and firstUserPoll: how long and how often a bot that is
-// joining, or alone in its room, asks LiveKit for its first user. LiveKit
-// tells the room of a user who publishes no track only in its batched
-// updates, every 3 s; a bot that came into a room opened ahead of its
-// user (openRoom) would greet that user only then. Most users come within
-// a second of their token.
+// firstUserWait and firstUserPoll: how long and how often a bot alone in
+// its room asks LiveKit for its first user. LiveKit tells the room of a
+// user who publishes no track only in its batched updates, every 3 s; a
+// bot that came into a room opened ahead of its user (openRoom) would
+// greet that user only then. Most users come within a second of their
+// token.
 const (
 	firstUserWait = 5 * time.Second
 	firstUserPoll = 40 * time.Millisecond
-	// botJoinPoll: how often it asks whether LiveKit has the bot itself in
-	// the room yet.
-	botJoinPoll = 10 * time.Millisecond
 )
 
 // awaitFirstUser announces to the session the room's first users whom the
-// SDK has not announced, as soon as LiveKit lists them active (data
+// SDK has not announced yet, as soon as LiveKit lists them active (data
 // reaches them), until one arrived either way, firstUserWait passed or ctx
-// ended. It starts before the bot's join has returned, and greets from
-// when LiveKit has the bot in the room.
-func awaitFirstUser(ctx context.Context, c *conn, sess *Session) {
+// ended.
+func awaitFirstUser(ctx context.Context, room *lksdk.Room, c *conn, sess *Session) {
 	ctx, cancel := context.WithTimeout(ctx, firstUserWait)
 	defer cancel()
-	poll := time.NewTimer(0)
-	defer poll.Stop()
-	for c.humans() == 0 {
+	tick := time.NewTicker(firstUserPoll)
+	defer tick.Stop()
+	for countHumans(room) == 0 {
 		select {
 		case <-ctx.Done():
 			return
-		case <-poll.C:
+		case <-tick.C:
 		}
-		// A user greeted before LiveKit has the bot in the room would
-		// answer into nothing; once it has, LiveKit holds what users send
-		// the bot until its connection is up. The bot's own arrival is
-		// looked for more often: it comes within tens of milliseconds.
 		ps, err := c.list(ctx)
-		if err != nil || (c.get() == nil && !joining(ps, BotIdentity)) {
-			poll.Reset(botJoinPoll)
+		if err != nil {
 			continue
 		}
 		found := false
@@ -177,7 +167,7 @@ func awaitFirstUser(ctx context.Context, c *conn, sess *Session) {
 				continue
 			}
 			found = true
-			if c.listUser(p.Identity, p.Sid) {
+			if room.GetParticipantByIdentity(p.Identity) == nil {
 				sess.metrics.usersListed.Inc()
 				sess.arrived(p.Identity, p.Attributes)
 			}
@@ -185,20 +175,7 @@ func awaitFirstUser(ctx context.Context, c *conn, sess *Session) {
 		if found {
 			return
 		}
-		poll.Reset(firstUserPoll)
 	}
-}
-
-// joining reports whether LiveKit lists the bot as joining its room. An
-// active participant under the bot's identity is another bot: a dead one,
-// which the joining one will replace.
-func joining(ps []*livekit.ParticipantInfo, identity string) bool {
-	for _, p := range ps {
-		if p.Identity == identity && (p.State == livekit.ParticipantInfo_JOINING || p.State == livekit.ParticipantInfo_JOINED) {
-			return true
-		}
-	}
-	return false
 }
 
 // connTo is a connection to room, not joined yet, that reads its
@@ -206,7 +183,7 @@ func joining(ps []*livekit.ParticipantInfo, identity string) bool {
 func (a *Agent) connTo(room string) *conn {
 	rooms := lksdk.NewRoomServiceClient(a.cfg.httpURL(), a.cfg.APIKey, a.cfg.APISecret)
 	topic := Topic
-	return &conn{joined: make(chan struct{}), lookup: func(ctx context.Context, identity string) (map[string]string, error) {
+	return &conn{lookup: func(ctx context.Context, identity string) (map[string]string, error) {
 		p, err := rooms.GetParticipant(ctx, &livekit.RoomParticipantIdentity{Room: room, Identity: identity})
 		if err != nil {
 			return nil, err
@@ -337,14 +314,12 @@ func (e *roomEvents) participantConnected(p *lksdk.RemoteParticipant) {
 	if p.Kind() == lksdk.ParticipantAgent {
 		return
 	}
-	e.conn.takeListed(p.Identity())
 	e.sess.arrived(p.Identity(), p.Attributes())
 	e.countHumans()
 }
 
 func (e *roomEvents) participantDisconnected(p *lksdk.RemoteParticipant) {
 	e.log.Debug("participant disconnected", "identity", p.Identity())
-	e.conn.takeListed(p.Identity())
 	e.sess.left(p.Identity())
 	e.countHumans()
 }
