@@ -177,7 +177,7 @@ func (l *loop) recognised(id, speaker, text string, at time.Time) question {
 // by the time that one is recognised, its length may have stopped the
 // turn already.
 func (l *loop) thinkingAbout(id string) bool {
-	if l.turn == nil || l.turn.UserMessageID() != id || l.state == StateSpeaking {
+	if l.turn == nil || l.turn.UserMessageID() != id || l.voiced == l.turn {
 		return false
 	}
 	select {

@@ -308,6 +308,7 @@ func (s *Stage) play(ctx context.Context, p *playback, segmentID string) {
 					started = true
 					s.post(func(l *loop) {
 						if l.play == p {
+							l.voiced = p.turn
 							l.setState(StateSpeaking)
 							if l.spoke.IsZero() {
 								l.spoke = time.Now()

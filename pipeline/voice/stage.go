@@ -159,6 +159,10 @@ type loop struct {
 	// that began while its answer was still being thought.
 	asked  question
 	addsTo string
+	// voiced is the last turn whose answer began to play. The state
+	// cannot tell: a stop of speech sets it back to listening while the
+	// model may go on.
+	voiced Turn
 }
 
 // Run serves the stage until ctx ends, then stops what it started.

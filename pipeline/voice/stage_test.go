@@ -976,6 +976,38 @@ func TestStageFollowUpWhileThinking(t *testing.T) {
 	}
 }
 
+// An answer whose speech was stopped while its model goes on (a
+// client's ControlStop of speech; another speaker's barge-in until the
+// stopped generation ends) was heard in part: the asker's next utterance
+// is a question of its own, not an addition to the one answered.
+func TestStageQuestionAfterTheAnswerWasHeard(t *testing.T) {
+	base, _ := speechServer(t)
+	room := newRoom(true)
+	out := &fakeOut{speed: 1}
+	answering := newTurn(pipeline.Sentence{Sequence: 1, Text: "The weather in Paris is mild today, with a light breeze from the west."})
+	next := newTurn(pipeline.Sentence{Sequence: 1, Text: "Good."})
+	next.finish()
+	eng := &fakeEngine{started: make(chan started, 4), accept: func(text string) *fakeTurn {
+		if strings.Contains(text, "moon") {
+			return next
+		}
+		return answering
+	}}
+	st := newStage(t, base, eng, room, out, func(c *voice.Config) { c.CueAfter = time.Minute })
+	in := st.Listen("alice", "TR_alice")
+	feed(in, append(speechtest.Render(t, question, 140, voice.InputRate), speechtest.Silence(800, voice.InputRate)...))
+	first := wait(t, eng.started, "the question")
+	wait(t, room.speech, "the answer's first words")
+	if !st.Stop(context.Background(), wire.StopSpeech) {
+		t.Fatal("the stage ended")
+	}
+	feed(in, append(speechtest.Render(t, other, 140, voice.InputRate), speechtest.Silence(800, voice.InputRate)...))
+	second := wait(t, eng.started, "the next question")
+	if second.id == first.id || speechtest.WER(other, second.text) > 0.2 {
+		t.Fatalf("asked %+v, then %+v: want a question of its own", first, second)
+	}
+}
+
 // phraseSynth answers each text with silence of a length of its own
 // (each of the cue's phrases differs), so that a recording tells which
 // phrase played; it counts its requests.
