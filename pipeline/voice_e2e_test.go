@@ -71,13 +71,26 @@ func (q *pcmQueue) loudAt() time.Time {
 func (q *pcmQueue) Close() error { q.mu.Lock(); q.closed = true; q.mu.Unlock(); return nil }
 
 // speak writes pcm to the microphone at real-time pace, as a microphone
-// does; PCMLocalTrack drops what is written before its track is bound,
-// which the leading silence covers.
+// does, and returns when the last of it has been sent; PCMLocalTrack
+// drops what is written before its track is bound, which the leading
+// silence covers. The track sends a frame every 20 ms on its own clock,
+// and silence when it has none: a few frames are kept queued ahead of it,
+// so that this goroutine waking late on a loaded machine does not put a
+// gap of silence inside the speech, which no microphone does.
 func speak(ctx context.Context, mic *lkmedia.PCMLocalTrack, pcm []int16) {
+	const frame, ahead = 320, 5 // 20 ms at 16 kHz; 100 ms queued
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	for i := 0; i < len(pcm); i += 320 {
-		_ = mic.WriteSample(pcm[i:min(i+320, len(pcm))])
+	start := time.Now()
+	frames := (len(pcm) + frame - 1) / frame
+	for written := 0; ; {
+		due := int(time.Since(start)/(20*time.Millisecond)) + 1
+		for ; written < min(due+ahead, frames); written++ {
+			_ = mic.WriteSample(pcm[written*frame : min((written+1)*frame, len(pcm))])
+		}
+		if due >= frames {
+			return
+		}
 		select {
 		case <-tick.C:
 		case <-ctx.Done():
