@@ -64,7 +64,11 @@ func (a *Agent) Registered() <-chan struct{} { return a.worker.registered }
 // stops.
 func (a *Agent) Run(ctx context.Context) {
 	runCtx, cancel := context.WithCancel(context.Background())
+	// Under the lock: a token request may open a room (joinOnToken) while
+	// Run starts.
+	a.mu.Lock()
 	a.ctx = runCtx
+	a.mu.Unlock()
 	workerDone := make(chan struct{})
 	go func() {
 		defer close(workerDone)
@@ -115,48 +119,84 @@ func (a *Agent) available(*livekit.Job) bool {
 	return ok
 }
 
-// assign joins the job's room; the worker's read loop must not wait for
-// it.
+// assign joins the room of a job LiveKit dispatched here; the worker's
+// read loop must not wait for it.
 func (a *Agent) assign(lj *livekit.Job, token string) {
-	a.mu.Lock()
-	if a.draining {
-		a.mu.Unlock()
-		a.worker.jobStatus(lj.Id, livekit.JobStatus_JS_FAILED, "the process is stopping")
+	j := &job{id: lj.Id, room: lj.Room.GetName(), ended: make(chan struct{}), dispatched: true}
+	// LiveKit asked whether this process had room before it assigned the
+	// job: it is not refused for being full now.
+	if refusal := a.admit(j, false); refusal != "" {
+		if refusal == refusedServed {
+			// Its bot here is rejoining after a LiveKit restart (the
+			// client's rejoin created the room again, which dispatched the
+			// agent): a second bot would replace it, and a client resuming
+			// would find nothing of what the first one's session keeps for
+			// it.
+			a.log.Info("this process serves the room already; the new job yields", "room", j.room, "job", j.id)
+			a.metrics.jobs.WithLabelValues("yielded").Inc()
+			a.worker.jobStatus(lj.Id, livekit.JobStatus_JS_SUCCESS, "served here already")
+			return
+		}
+		a.worker.jobStatus(lj.Id, livekit.JobStatus_JS_FAILED, refusal)
 		return
 	}
-	j := &job{id: lj.Id, room: lj.Room.GetName(), ended: make(chan struct{})}
+	a.launch(j, token)
+}
+
+// Why admit refuses a job.
+const (
+	refusedStopping = "the process is stopping"
+	refusedServed   = "served here already"
+	refusedFull     = "the process is full"
+)
+
+// admit lists j among the process's jobs, or says why not: the process
+// is stopping, serves j's room already, or (with whenFull) is full. An
+// admitted job is counted in a.wg before the lock is let go, so that
+// Run's wait, which comes after handOver has taken the lock, covers it.
+func (a *Agent) admit(j *job, whenFull bool) (refusal string) {
 	// Before the job is listed: the lease reads its connection.
 	j.conn = a.connTo(j.room)
-	if a.serving(j.room) {
-		a.mu.Unlock()
-		// Its bot here is rejoining after a LiveKit restart (the client's
-		// rejoin created the room again, which dispatched the agent): a
-		// second bot would replace it, and a client resuming would find
-		// nothing of what the first one's session keeps for it.
-		a.log.Info("this process serves the room already; the new job yields", "room", j.room, "job", j.id)
-		a.metrics.jobs.WithLabelValues("yielded").Inc()
-		a.worker.jobStatus(lj.Id, livekit.JobStatus_JS_SUCCESS, "served here already")
-		return
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case a.draining || a.ctx == nil:
+		return refusedStopping
+	case a.serving(j.room):
+		return refusedServed
+	case whenFull && len(a.jobs) >= a.cfg.MaxSessions:
+		return refusedFull
 	}
 	a.jobs[j.id] = j
+	a.wg.Add(1)
 	if len(a.jobs) == a.cfg.MaxSessions {
 		// LiveKit sends no more rooms here until one ends: say why.
 		a.log.Warn("worker full: no more rooms until a conversation ends; raise ALICIA_MAX_SESSIONS or start another process",
 			"sessions", len(a.jobs), "max_sessions", a.cfg.MaxSessions)
 	}
-	a.mu.Unlock()
+	return ""
+}
+
+// launch runs an admitted job, with the bot joining with token.
+func (a *Agent) launch(j *job, token string) {
 	a.metrics.jobs.WithLabelValues("accepted").Inc()
 	a.worker.loadChanged()
-	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
 		status, reason := a.runJob(j, token)
-		a.mu.Lock()
-		delete(a.jobs, j.id)
-		a.mu.Unlock()
-		a.worker.loadChanged()
-		a.worker.jobStatus(j.id, status, reason)
+		a.drop(j)
+		if j.dispatched {
+			a.worker.jobStatus(j.id, status, reason)
+		}
 	}()
+}
+
+// drop unlists a job that ended or never started.
+func (a *Agent) drop(j *job) {
+	a.mu.Lock()
+	delete(a.jobs, j.id)
+	a.mu.Unlock()
+	a.worker.loadChanged()
 }
 
 // serving reports whether a job of this process holds room and has not

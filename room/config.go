@@ -50,6 +50,11 @@ type Config struct {
 	// round trips before a live process is taken for dead; shorter brings
 	// a killed process's users a new bot sooner.
 	LeaseTTL time.Duration // ALICIA_LEASE_TTL
+	// DispatchOnly: every bot joins through LiveKit's dispatch. Otherwise
+	// a new conversation's room, opened by POST /v1/token, is joined by
+	// this process's bot at once when it has room for one more, rather
+	// than by the process LiveKit's dispatch picks some 200 ms later.
+	DispatchOnly bool // ALICIA_DISPATCH_ONLY
 }
 
 // Flags registers the configuration's flags on fs. There is no default
@@ -70,6 +75,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.TrustForwardedFor, "trust-forwarded-for", false, "the HTTP API is behind a proxy that appends the client address to X-Forwarded-For")
 	fs.DurationVar(&c.AssumeAfter, "assume-configuration-after", defaultAssumeAfter, "how long a client that talks without a Configuration is asked for one before it is served with -assumed-features")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", defaultLeaseTTL, "with Postgres: how long this process's lease lasts unrenewed before another process takes its rooms over")
+	fs.BoolVar(&c.DispatchOnly, "dispatch-only", false, "every bot joins through LiveKit's dispatch, even for a new conversation this process opened for a token (which it otherwise joins at once)")
 	fs.Func("assumed-features", "features assumed for a client that never sent a Configuration, comma-separated (default "+strings.Join(defaultAssumedFeatures, ",")+"; 'none' for none)", func(v string) error {
 		c.AssumedFeatures = splitFeatures(v)
 		if strings.TrimSpace(v) == "none" {

@@ -33,6 +33,11 @@ type conn struct {
 
 	mu   sync.Mutex
 	room *lksdk.Room
+	// opened: see channelOpen.
+	opened chan struct{}
+	// listed: the connections of users LiveKit's API listed and the SDK
+	// has not announced yet, by identity.
+	listed map[string]string
 }
 
 var errNotConnected = errors.New("not connected to the room")
@@ -72,13 +77,16 @@ func (c *conn) publish(payload []byte, to []string) error {
 // to be sent again, on a server busy with other joins, which the first
 // greeting would wait. Only greetings go this way: a packet sent through
 // the API can arrive after one sent over the channel after it, and
-// nothing reaches a user before its greeting but other greetings. LiveKit
-// drops what its API sends to a user whose own data channel is not open
-// yet (it holds only what participants send); the greeting's repeat
-// (greetAgain) covers that.
-func (c *conn) greet(payload []byte, to []string) error {
+// nothing reaches a user before its greeting but other greetings.
+//
+// LiveKit drops what its API sends to a user whose own data channel is
+// not open yet, but holds for such a user what a participant sends over
+// its channel. A greeting that went through the API therefore returns
+// again, closed once the bot's channel is open: a repeat sent then
+// cannot be lost. again is nil for a greeting sent over the channel.
+func (c *conn) greet(payload []byte, to []string) (again <-chan struct{}, err error) {
 	if _, err := c.ready(); err != nil {
-		return err
+		return nil, err
 	}
 	if !c.direct.Load() && c.viaServer != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), serverSendTimeout)
@@ -86,10 +94,21 @@ func (c *conn) greet(payload []byte, to []string) error {
 		cancel()
 		if err == nil {
 			c.sentViaServer.Inc()
-			return nil
+			return c.channelOpen(), nil
 		}
 	}
-	return c.publish(payload, to)
+	return nil, c.publish(payload, to)
+}
+
+// channelOpen is closed once the bot's own data channels are open, or the
+// SDK gave up on them.
+func (c *conn) channelOpen() chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.opened == nil {
+		c.opened = make(chan struct{})
+	}
+	return c.opened
 }
 
 // serverSendTimeout bounds an API send; past it the data channel, open
@@ -101,7 +120,10 @@ const serverSendTimeout = 2 * time.Second
 // addressed to the bot itself), and from then on sends over them. It
 // returns when they are open or the SDK gave up on them.
 func (c *conn) openDataChannel(r *lksdk.Room) {
-	defer c.direct.Store(true)
+	defer func() {
+		c.direct.Store(true)
+		close(c.channelOpen())
+	}()
 	_ = r.LocalParticipant.PublishDataPacket(lksdk.UserData([]byte{0}), lksdk.WithDataPublishReliable(false),
 		lksdk.WithDataPublishTopic(openTopic), lksdk.WithDataPublishDestination([]string{r.LocalParticipant.Identity()}))
 }
@@ -131,11 +153,27 @@ func (c *conn) connection(identity string) string {
 	if r == nil {
 		return ""
 	}
+	// The SDK's lock is never taken under c.mu: its callbacks take c.mu.
 	p := r.GetParticipantByIdentity(identity)
-	if p == nil {
-		return ""
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p != nil {
+		// From now on the SDK says when this connection ends.
+		delete(c.listed, identity)
+		return p.SID()
 	}
-	return p.SID()
+	return c.listed[identity]
+}
+
+// listedUser notes a user's connection that LiveKit's API lists before
+// the SDK announces it (awaitFirstUser).
+func (c *conn) listedUser(identity, sid string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.listed == nil {
+		c.listed = map[string]string{}
+	}
+	c.listed[identity] = sid
 }
 
 func (c *conn) attributes(ctx context.Context, identity string) (map[string]string, error) {

@@ -128,8 +128,17 @@ func TestFirstGreetingGoesThroughTheServer(t *testing.T) {
 		return err
 	}}
 	// Nothing has opened the bot's data channel yet.
-	if err := c.greet([]byte("greeting"), []string{"user"}); err != nil {
+	again, err := c.greet([]byte("greeting"), []string{"user"})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if again == nil {
+		t.Fatal("a greeting sent through the API, which may drop it, does not say when to repeat it")
+	}
+	select {
+	case <-again:
+		t.Fatal("a greeting sent through the API is to be repeated before the bot's channel is open")
+	default:
 	}
 	if got := user.waitFor(t, 1); got[0] != (received{"greeting", ""}) {
 		t.Fatalf("the first greeting came as %+v, want it from LiveKit's server", got[0])
@@ -141,13 +150,18 @@ func TestFirstGreetingGoesThroughTheServer(t *testing.T) {
 		t.Fatalf("an envelope that is no greeting came as %+v, want it from the bot", got[1])
 	}
 	failing = true
-	if err := c.greet([]byte("api down"), []string{"user"}); err != nil {
-		t.Fatal(err)
+	if again, err := c.greet([]byte("api down"), []string{"user"}); err != nil || again != nil {
+		t.Fatalf("a greeting the API refused: %v, repeat %v; want it sent over the channel, never to repeat", err, again)
 	}
 	failing = false
 	c.openDataChannel(bot)
-	if err := c.greet([]byte("greeting again"), []string{"user"}); err != nil {
-		t.Fatal(err)
+	select {
+	case <-again:
+	default:
+		t.Fatal("the bot's channel is open, and the greeting sent through the API is not to be repeated yet")
+	}
+	if again, err := c.greet([]byte("greeting again"), []string{"user"}); err != nil || again != nil {
+		t.Fatalf("a greeting once the channel is open: %v, repeat %v; want it sent over the channel, never to repeat", err, again)
 	}
 	got := user.waitFor(t, 4)
 	if want := []received{{"api down", "bot"}, {"greeting again", "bot"}}; got[2] != want[0] || got[3] != want[1] {
@@ -185,35 +199,60 @@ func (l *listener) waitReachable(t *testing.T, rooms *lksdk.RoomServiceClient, r
 	}
 }
 
-// A new conversation's room is opened, its bot dispatched, when the
-// token is minted, so the bot waits in it for its user; LiveKit would
-// announce that user, who publishes nothing, to the bot only in its next
-// batched update, seconds later, and the bot finds the user by asking.
+// A new conversation's room is opened when its token is minted, so the
+// bot waits in it for its user; LiveKit would announce that user, who
+// publishes nothing, to the bot only in its next batched update, seconds
+// later, and the bot finds the user by asking. The process that opens the
+// room joins it itself, with no dispatch; with DispatchOnly, LiveKit
+// dispatches the agent to it.
 func TestRoomOpensWithItsToken(t *testing.T) {
 	lk := testenv.StartLiveKit(t)
-	e := startAgent(t, lk, storage.NewMemory(storage.ReasoningPlain))
-	srv := httptest.NewServer(e.agent.TokenHandler())
-	defer srv.Close()
-	tr := postToken(t, srv.URL, lk.APISecret, map[string]string{"identity": "alice"})
+	for _, dispatchOnly := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dispatch-only=%v", dispatchOnly), func(t *testing.T) {
+			e := startAgentWith(t, lk, storage.NewMemory(storage.ReasoningPlain), func(c *Config) { c.DispatchOnly = dispatchOnly }, testLogger())
+			srv := httptest.NewServer(e.agent.TokenHandler())
+			defer srv.Close()
+			tr := postToken(t, srv.URL, lk.APISecret, map[string]string{"identity": "alice"})
 
-	// The bot is there before its user joins.
-	rooms := lksdk.NewRoomServiceClient(e.cfg.httpURL(), lk.APIKey, lk.APISecret)
-	deadline := time.Now().Add(15 * time.Second)
-	for !botListed(t, rooms, tr.Room) {
-		if time.Now().After(deadline) {
-			t.Fatal("no bot in the room 15 s after its token was minted")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+			// The bot is there before its user joins.
+			rooms := lksdk.NewRoomServiceClient(e.cfg.httpURL(), lk.APIKey, lk.APISecret)
+			deadline := time.Now().Add(15 * time.Second)
+			for !botListed(t, rooms, tr.Room) {
+				if time.Now().After(deadline) {
+					t.Fatal("no bot in the room 15 s after its token was minted")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			ds, err := e.agent.dispatch.ListDispatch(ctx, &livekit.ListAgentDispatchRequest{Room: tr.Room})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ours := 0
+			for _, d := range ds.AgentDispatches {
+				if d.AgentName == e.cfg.AgentName {
+					ours++
+				}
+			}
+			if want := map[bool]int{false: 0, true: 1}[dispatchOnly]; ours != want {
+				t.Fatalf("%d dispatches of the agent in the room, want %d: %v", ours, want, ds.AgentDispatches)
+			}
 
-	c := joinWithToken(t, lk, tr.Token)
-	c.wait("the greeting", func(g []*wire.Envelope) bool { return count[*wire.Configuration](g) > 0 })
-	if n := counterValue(t, e.agent.metrics.usersListed); n != 1 {
-		t.Fatalf("the bot found %v users by asking LiveKit, want 1 (it greeted only once LiveKit announced the user)", n)
+			c := joinWithToken(t, lk, tr.Token)
+			c.wait("the greeting", func(g []*wire.Envelope) bool { return count[*wire.Configuration](g) > 0 })
+			if n := counterValue(t, e.agent.metrics.usersListed); n != 1 {
+				t.Fatalf("the bot found %v users by asking LiveKit, want 1 (it greeted only once LiveKit announced the user)", n)
+			}
+			c.send(&wire.Configuration{Features: []string{wire.FeatureStreaming}})
+			c.send(&wire.UserMessage{ID: "m1", ConversationID: tr.Room, Content: "burst 2"})
+			c.wait("the answer", func(g []*wire.Envelope) bool { return count[*wire.AssistantSentence](g) == 2 })
+			if bot := c.room.GetParticipantByIdentity(BotIdentity); bot == nil || bot.Kind() != lksdk.ParticipantAgent ||
+				bot.Attributes()[lkAgentNameAttr] != e.cfg.AgentName {
+				t.Fatalf("the bot is not seen as the deployment's agent: %+v", bot)
+			}
+		})
 	}
-	c.send(&wire.Configuration{Features: []string{wire.FeatureStreaming}})
-	c.send(&wire.UserMessage{ID: "m1", ConversationID: tr.Room, Content: "burst 2"})
-	c.wait("the answer", func(g []*wire.Envelope) bool { return count[*wire.AssistantSentence](g) == 2 })
 }
 
 // askTokenFor posts body to the token endpoint at url with secret (none if

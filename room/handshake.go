@@ -132,17 +132,21 @@ func (s *Session) assumedConfiguration(identity string, reasoningFeatures []stri
 // not greeted again.
 var greetAgain = []time.Duration{time.Second, 3 * time.Second}
 
+// greetQuickly: how often a greeting that went through LiveKit's API is
+// repeated that way while the bot's own channel is not open. LiveKit drops
+// what its API sends to a user whose data channel is not open yet, which
+// a user that just joined may well be; a lost greeting costs its user
+// this long, not the second of the first scheduled repeat.
+var greetQuickly = 100 * time.Millisecond
+
 // welcome greets a user who joined, and greets again until the user's
 // Configuration arrives. Either side may speak first.
 func (s *Session) welcome(identity string) {
 	greeting := s.greeting(identity)
 	sent := make(chan struct{})
+	var again <-chan struct{}
 	s.post(func() {
-		// The first greeting may beat the bot's data channel (see
-		// conn.greet); the repeats go like any packet.
-		if payload, to, ok := s.record(greeting, []string{identity}, nil, true); ok {
-			s.tally(s.out.greet(payload, to))
-		}
+		again = s.greet(greeting, identity)
 		close(sent)
 	})
 	s.wg.Add(1)
@@ -156,33 +160,80 @@ func (s *Session) welcome(identity string) {
 			return
 		case <-sent:
 		}
-		for _, d := range greetAgain {
+		delays := greetAgain
+		if again != nil {
+			// Repeated through the API until the bot's channel is open:
+			// then once over it, which LiveKit holds for a user not ready
+			// for it, and which cannot be lost.
+			first := time.NewTimer(greetAgain[0])
+			defer first.Stop()
+			for again != nil {
+				quickly := time.NewTimer(greetQuickly)
+				select {
+				case <-s.ctx.Done():
+					quickly.Stop()
+					return
+				case <-again:
+				case <-first.C:
+				case <-quickly.C:
+				}
+				quickly.Stop()
+				var done bool
+				if again, done = s.regreet(identity); done {
+					return
+				}
+			}
+			delays = greetAgain[1:]
+		}
+		for _, d := range delays {
 			select {
 			case <-s.ctx.Done():
 				return
 			case <-time.After(d):
 			}
-			greeting := s.greeting(identity)
-			answered := make(chan bool, 1)
-			// Checked and sent on the writer: a greeting never follows the
-			// reply to the user's Configuration.
-			s.post(func() {
-				done := s.members[identity] != "" || s.out.connection(identity) == ""
-				if !done {
-					s.emit(greeting, []string{identity}, nil, true)
-				}
-				answered <- done
-			})
-			select {
-			case <-s.ctx.Done():
+			if _, done := s.regreet(identity); done {
 				return
-			case done := <-answered:
-				if done {
-					return
-				}
 			}
 		}
 	}()
+}
+
+// greet numbers a greeting and sends it to identity the way greetings go
+// (conn.greet), on the writer. again is conn.greet's.
+func (s *Session) greet(greeting *wire.Configuration, identity string) (again <-chan struct{}) {
+	payload, to, ok := s.record(greeting, []string{identity}, nil, true)
+	if !ok {
+		return nil
+	}
+	again, err := s.out.greet(payload, to)
+	s.tally(err)
+	return again
+}
+
+// regreet greets identity again unless its Configuration came or it
+// left, and says whether either is so; again is conn.greet's.
+func (s *Session) regreet(identity string) (again <-chan struct{}, done bool) {
+	greeting := s.greeting(identity)
+	type result struct {
+		again <-chan struct{}
+		done  bool
+	}
+	res := make(chan result, 1)
+	// Checked and sent on the writer: a greeting never follows the reply
+	// to the user's Configuration.
+	s.post(func() {
+		if s.members[identity] != "" || s.out.connection(identity) == "" {
+			res <- result{done: true}
+			return
+		}
+		res <- result{again: s.greet(greeting, identity)}
+	})
+	select {
+	case <-s.ctx.Done():
+		return nil, true
+	case r := <-res:
+		return r.again, r.done
+	}
 }
 
 // greeting is built before it is queued for the writer: the engine may

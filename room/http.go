@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	protoagent "github.com/livekit/protocol/agent"
 	"github.com/livekit/protocol/auth"
 	"github.com/livekit/protocol/livekit"
 	lksdk "github.com/livekit/server-sdk-go/v2"
@@ -172,20 +173,61 @@ func (a *Agent) tokenHandler(now func() time.Time, compared func()) http.Handler
 	})
 }
 
-// openRoom creates a new conversation's room, with the agent dispatched,
-// before its user has the token. LiveKit gives a job to a worker some
-// 200 ms after it asks the workers (its RPC waits that long for better
-// offers); begun here, that wait overlaps the user's own join. The bot
-// may then be in the room first: awaitFirstUser finds the user. Should
-// this fail, the token's room configuration dispatches the bot when the
-// user's join creates the room, only later.
+// openRoom creates a new conversation's room before its user has the
+// token. Unless DispatchOnly, with room for one more conversation, this
+// process's bot joins it at once: LiveKit hands a dispatched job to a
+// worker only some 200 ms after the room is created (its RPC waits that
+// long for better offers than the first), most of a user's wait for the
+// greeting. Otherwise the room is created with the agent dispatched,
+// which overlaps that wait with the user's own join. Either way the bot
+// may be in the room first: awaitFirstUser finds the user. Should the
+// room not be created, the token's room configuration dispatches the bot
+// when the user's join creates it, only later.
 func (a *Agent) openRoom(ctx context.Context, rooms *lksdk.RoomServiceClient, room string) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	if _, err := rooms.CreateRoom(ctx, &livekit.CreateRoomRequest{Name: room, Agents: a.cfg.roomAgents()}); err != nil {
+	j, token := a.joinOnToken(room)
+	req := &livekit.CreateRoomRequest{Name: room}
+	if j == nil {
+		req.Agents = a.cfg.roomAgents()
+	}
+	if _, err := rooms.CreateRoom(ctx, req); err != nil {
 		a.log.Warn("could not open the room ahead of its user; the user's join will", "room", room, "err", err)
+		if j != nil {
+			a.drop(j)
+			a.wg.Done()
+		}
+		return
+	}
+	if j != nil {
+		a.launch(j, token)
 	}
 }
+
+// joinOnToken admits a job for a room this process opens, with the bot's
+// token for it, or returns nil when the room is left to LiveKit's
+// dispatch.
+func (a *Agent) joinOnToken(room string) (*job, string) {
+	if a.cfg.DispatchOnly {
+		return nil, ""
+	}
+	token, err := protoagent.BuildAgentToken(a.cfg.APIKey, a.cfg.APISecret, room, BotIdentity, botName, "",
+		map[string]string{lkAgentNameAttr: a.cfg.AgentName}, botPermissions())
+	if err != nil {
+		a.log.Error("minting the bot's token; the room is left to LiveKit's dispatch", "room", room, "err", err)
+		return nil, ""
+	}
+	j := &job{id: wire.NewID("job"), room: room, ended: make(chan struct{})}
+	if refusal := a.admit(j, true); refusal != "" {
+		a.log.Debug("the room is left to LiveKit's dispatch", "room", room, "why", refusal)
+		return nil, ""
+	}
+	return j, token
+}
+
+// lkAgentNameAttr is the attribute LiveKit gives a dispatched agent's
+// participant, its agent name; a bot that joins on its own has it too.
+const lkAgentNameAttr = "lk.agent_name"
 
 // ensureBot dispatches the agent to an existing room that has none. A new
 // room gets its bot when openRoom creates it.

@@ -25,13 +25,17 @@ type job struct {
 	// leaving: the job gave its room up and asked for another bot; a
 	// job for the same room no longer yields to it.
 	leaving atomic.Bool
+	// dispatched: LiveKit gave the job, and is told how it goes; the
+	// others are rooms this process opened for a token (joinOnToken).
+	dispatched bool
 }
 
 // runJob is one room's life: join, serve the conversation, leave.
 func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	log := a.log.With("room", j.room, "job", j.id)
 	assigned := time.Now()
-	if a.servedElsewhere(j.room) {
+	// A room this process opened has a new name: nobody else serves it.
+	if j.dispatched && a.servedElsewhere(j.room) {
 		// Its bot is rejoining after a LiveKit restart; a second bot would
 		// replace it and lose what its session holds for the clients'
 		// resume.
@@ -126,7 +130,9 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	if vj != nil {
 		vj.start(room, sess)
 	}
-	a.worker.jobStatus(j.id, livekit.JobStatus_JS_RUNNING, "")
+	if j.dispatched {
+		a.worker.jobStatus(j.id, livekit.JobStatus_JS_RUNNING, "")
+	}
 	log.Info("joined", "join", joined.Sub(assigned), "greeting", time.Since(joined))
 	return a.serveRoom(j, room, ev)
 }
@@ -169,6 +175,7 @@ func awaitFirstUser(ctx context.Context, room *lksdk.Room, c *conn, sess *Sessio
 			found = true
 			if room.GetParticipantByIdentity(p.Identity) == nil {
 				sess.metrics.usersListed.Inc()
+				c.listedUser(p.Identity, p.Sid)
 				sess.arrived(p.Identity, p.Attributes)
 			}
 		}

@@ -46,8 +46,9 @@ type publisher interface {
 	publish(payload []byte, to []string) error
 	// greet sends a greeting, which may go another way than publish's
 	// packets when that is faster, and may arrive after packets published
-	// after it.
-	greet(payload []byte, to []string) error
+	// after it. A greeting that may have been lost on that way returns
+	// again, closed when a repeat would not be.
+	greet(payload []byte, to []string) (again <-chan struct{}, err error)
 	// publishStream sends a larger payload as a LiveKit byte stream.
 	publishStream(payload []byte, to []string) error
 	// connection names the identity's current connection ("" if absent).

@@ -29,6 +29,9 @@ type recorder struct {
 	order []string
 	// down fails every publish, as a room that is reconnecting does.
 	down bool
+	// again, if set, is what greet returns: the greeting went a way that
+	// may drop it.
+	again chan struct{}
 }
 
 func (r *recorder) publish(p []byte, to []string) error {
@@ -45,7 +48,16 @@ func (r *recorder) publish(p []byte, to []string) error {
 	return nil
 }
 func (r *recorder) publishStream(p []byte, to []string) error { return r.publish(p, to) }
-func (r *recorder) greet(p []byte, to []string) error         { return r.publish(p, to) }
+func (r *recorder) greet(p []byte, to []string) (<-chan struct{}, error) {
+	if r.again != nil {
+		select {
+		case <-r.again:
+		default:
+			return r.again, r.publish(p, to)
+		}
+	}
+	return nil, r.publish(p, to)
+}
 func (r *recorder) connection(identity string) string         { return "PA_" + identity }
 func (r *recorder) attributes(context.Context, string) (map[string]string, error) {
 	return nil, nil
@@ -112,6 +124,57 @@ func waitFor(t *testing.T, rec *recorder, pred func([]*wire.Envelope) bool) []*w
 	}
 	t.Fatalf("timed out; sent %s", describe(rec.envelopes(t)))
 	return nil
+}
+
+// A greeting that went a way that may have dropped it (LiveKit's API, to
+// a user whose data channel is not open yet) is repeated that way every
+// greetQuickly, and over the bot's own channel as soon as that is open,
+// not only at the first scheduled repeat.
+func TestGreetingRepeatedUntilTheChannelOpens(t *testing.T) {
+	savedAgain, savedQuickly := greetAgain, greetQuickly
+	t.Cleanup(func() { greetAgain, greetQuickly = savedAgain, savedQuickly })
+	greetAgain = []time.Duration{time.Hour, time.Hour}
+	greetings := func(n int) func([]*wire.Envelope) bool {
+		return func(envs []*wire.Envelope) bool { return count[*wire.Configuration](envs) >= n }
+	}
+	session := func(id string) (*Session, *recorder) {
+		rec := &recorder{again: make(chan struct{})}
+		s := newSession(context.Background(), SessionConfig{ID: id, Store: storage.NewMemory(storage.ReasoningPlain),
+			Open: openEcho, Metrics: NewMetrics(nil), Logger: testLogger()}, rec)
+		t.Cleanup(s.Close)
+		return s, rec
+	}
+
+	t.Run("once the channel opens", func(t *testing.T) {
+		greetQuickly = time.Hour
+		s, rec := session("conv_greet_open")
+		s.arrived("zoe", nil)
+		waitFor(t, rec, greetings(1))
+		// Proven not repeated yet: a malformed packet's answer comes after
+		// anything the session had queued before it.
+		s.receive("zoe", []byte("not an envelope"))
+		envs := waitFor(t, rec, func(envs []*wire.Envelope) bool { return count[*wire.ErrorMessage](envs) > 0 })
+		if n := count[*wire.Configuration](envs); n != 1 {
+			t.Fatalf("%d greetings before the channel opened, want 1; sent %s", n, describe(envs))
+		}
+		close(rec.again)
+		waitFor(t, rec, greetings(2))
+	})
+	t.Run("quickly until then", func(t *testing.T) {
+		greetQuickly = time.Millisecond
+		s, rec := session("conv_greet_quickly")
+		s.arrived("zoe", nil)
+		waitFor(t, rec, greetings(4))
+		close(rec.again)
+		// Sent over the channel, the next greeting is sure to arrive: the
+		// repeats stop until the scheduled one, an hour away.
+		n := count[*wire.Configuration](waitFor(t, rec, greetings(5)))
+		s.receive("zoe", []byte("not an envelope"))
+		envs := waitFor(t, rec, func(envs []*wire.Envelope) bool { return count[*wire.ErrorMessage](envs) > 0 })
+		if m := count[*wire.Configuration](envs); m > n+1 {
+			t.Fatalf("%d greetings after the channel opened with %d sent, want at most one more; sent %s", m, n, describe(envs))
+		}
+	})
 }
 
 // A resume further back than the in-memory log reaches, with no durable

@@ -121,10 +121,8 @@ func (w *worker) serve(ctx context.Context) error {
 	}()
 	if err := w.write(&livekit.WorkerMessage{Message: &livekit.WorkerMessage_Register{Register: &livekit.RegisterWorkerRequest{
 		Type: livekit.JobType_JT_ROOM, AgentName: w.agentName, Version: w.version,
-		// The server mints the join token from these; updating its own
-		// attributes is how the bot publishes lk.agent.state.
-		AllowedPermissions: &livekit.ParticipantPermission{CanSubscribe: true, CanPublish: true, CanPublishData: true,
-			CanUpdateMetadata: true},
+		// The server mints the join token from these.
+		AllowedPermissions: botPermissions(),
 	}}}); err != nil {
 		return err
 	}
@@ -156,7 +154,7 @@ func (w *worker) serve(ctx context.Context) error {
 			w.log.Debug("availability request", "job", job.Id, "room", job.Room.GetName())
 			ok := w.available(job)
 			if err := w.write(&livekit.WorkerMessage{Message: &livekit.WorkerMessage_Availability{Availability: &livekit.AvailabilityResponse{
-				JobId: job.Id, Available: ok, ParticipantIdentity: BotIdentity, ParticipantName: "Alicia",
+				JobId: job.Id, Available: ok, ParticipantIdentity: BotIdentity, ParticipantName: botName,
 			}}}); err != nil {
 				return err
 			}
@@ -167,6 +165,15 @@ func (w *worker) serve(ctx context.Context) error {
 		}
 	}
 }
+
+// botPermissions are the bot's in its rooms; updating its own attributes
+// is how it publishes lk.agent.state.
+func botPermissions() *livekit.ParticipantPermission {
+	return &livekit.ParticipantPermission{CanSubscribe: true, CanPublish: true, CanPublishData: true, CanUpdateMetadata: true}
+}
+
+// botName is the bot's participant name.
+const botName = "Alicia"
 
 // BotIdentity is the bot's participant identity in every room. A bot that
 // takes a room over replaces the previous one under the same identity.
