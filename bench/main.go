@@ -89,7 +89,7 @@ func main() {
 	flag.BoolVar(&o.voice, "voice", false, "spoken turns: each user speaks espeak-ng questions on its microphone track and listens to the bot's; the speech servers run as a process of their own")
 	flag.StringVar(&o.sttTransport, "stt-transport", "realtime", "with -voice: how the bot reaches the recogniser, realtime (WebSocket) or http")
 	flag.IntVar(&o.interruptEvery, "interrupt-every", 3, "with -voice: every so many turns a user talks over the answer (0: never)")
-	flag.BoolVar(&o.keep, "keep", false, "with -voice: keep the run's folder, with the bot's and the speech servers' logs, and say where")
+	flag.BoolVar(&o.keep, "keep", false, "keep the run's folder, with the bot's (and with -voice the speech servers') logs, and say where")
 	flag.DurationVar(&o.voiceCycle, "voice-spread", 20*time.Second, "with -voice: the users' first questions spread over this long")
 	flag.DurationVar(&o.think, "think", 2*time.Second, "a user's pause between reading an answer and asking again")
 	flag.StringVar(&o.start, "start", "uniform", "uniform: the first questions spread over one whole turn and pause, so that the users' turns are evenly out of step; pause: spread over one pause only, so that most users' turns run at the same time (the peak load)")
@@ -147,11 +147,11 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	lksdk.SetLogger(protoLogger.GetDiscardLogger())
-	dir, err := os.MkdirTemp("", "alicia-bench-")
+	dir, done, err := runDir(o)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer done()
 
 	bot, err := botBinary(ctx, o, dir)
 	if err != nil {
@@ -643,4 +643,17 @@ func profileSelf(ctx context.Context, d time.Duration, file string) error {
 func lastLines(s string, n int) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// runDir is a run's folder, for the bot's binary and the servers' logs;
+// done removes it, or with -keep says where it is.
+func runDir(o options) (dir string, done func(), err error) {
+	dir, err = os.MkdirTemp("", "alicia-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	if o.keep {
+		return dir, func() { fmt.Fprintln(os.Stderr, "bench: the logs are in", dir) }, nil
+	}
+	return dir, func() { os.RemoveAll(dir) }, nil
 }

@@ -106,11 +106,14 @@ func acceptedJobs(t *testing.T, b *bot) int {
 // Two livekit-server nodes share one Redis; two `alicia serve` processes
 // under one agent name connect one to each node. Forty users, half of
 // them sent to each node by the token endpoint of the bot they asked,
-// all get answers, and both processes take rooms.
+// all get answers, and both processes take rooms. Every room goes through
+// LiveKit's dispatch here (a process otherwise joins the rooms it opens
+// for its own tokens), so that rooms are served across nodes.
 func TestScaleOutTwoNodesTwoWorkers(t *testing.T) {
 	bin := processTest(t, "builds alicia and runs four servers")
 	nodes := twoNodes(t, "scaleout")
 	env, _ := botBackends(t)
+	env = append(env, "ALICIA_DISPATCH_ONLY=true")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	bots := botOnEach(ctx, t, bin, nodes, env)

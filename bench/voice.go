@@ -192,15 +192,11 @@ func voiceBench(ctx context.Context, o options, w io.Writer) (reps []*voiceRepor
 		return nil, err
 	}
 	lksdk.SetLogger(protoLogger.GetDiscardLogger())
-	dir, err := os.MkdirTemp("", "alicia-bench-")
+	dir, done, err := runDir(o)
 	if err != nil {
 		return nil, err
 	}
-	if o.keep {
-		defer fmt.Fprintln(os.Stderr, "bench: the logs are in", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
+	defer done()
 	bin, err := botBinary(ctx, o, dir)
 	if err != nil {
 		return nil, err
