@@ -162,12 +162,14 @@ func (s *Session) welcome(identity string) {
 		}
 		delays := greetAgain
 		if again != nil {
-			// Repeated through the API until the bot's channel is open:
+			// Repeated through the API until the bot's channel is open,
 			// then once over it, which LiveKit holds for a user not ready
-			// for it, and which cannot be lost.
+			// for it, and which cannot be lost; at the first scheduled
+			// repeat at the latest. The same greeting: building one may
+			// read and write storage.
 			first := time.NewTimer(greetAgain[0])
 			defer first.Stop()
-			for again != nil {
+			for late := false; again != nil && !late; {
 				quickly := time.NewTimer(greetQuickly)
 				select {
 				case <-s.ctx.Done():
@@ -175,11 +177,12 @@ func (s *Session) welcome(identity string) {
 					return
 				case <-again:
 				case <-first.C:
+					late = true
 				case <-quickly.C:
 				}
 				quickly.Stop()
 				var done bool
-				if again, done = s.regreet(identity); done {
+				if again, done = s.regreet(identity, greeting); done {
 					return
 				}
 			}
@@ -191,7 +194,7 @@ func (s *Session) welcome(identity string) {
 				return
 			case <-time.After(d):
 			}
-			if _, done := s.regreet(identity); done {
+			if _, done := s.regreet(identity, s.greeting(identity)); done {
 				return
 			}
 		}
@@ -210,10 +213,9 @@ func (s *Session) greet(greeting *wire.Configuration, identity string) (again <-
 	return again
 }
 
-// regreet greets identity again unless its Configuration came or it
-// left, and says whether either is so; again is conn.greet's.
-func (s *Session) regreet(identity string) (again <-chan struct{}, done bool) {
-	greeting := s.greeting(identity)
+// regreet sends greeting to identity again unless its Configuration came
+// or it left, and says whether either is so; again is conn.greet's.
+func (s *Session) regreet(identity string, greeting *wire.Configuration) (again <-chan struct{}, done bool) {
 	type result struct {
 		again <-chan struct{}
 		done  bool

@@ -58,7 +58,7 @@ func (r *recorder) greet(p []byte, to []string) (<-chan struct{}, error) {
 	}
 	return nil, r.publish(p, to)
 }
-func (r *recorder) connection(identity string) string         { return "PA_" + identity }
+func (r *recorder) connection(identity string) string { return "PA_" + identity }
 func (r *recorder) attributes(context.Context, string) (map[string]string, error) {
 	return nil, nil
 }
