@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"github.com/livekit/media-sdk"
+	"github.com/livekit/media-sdk/opus"
+	"github.com/livekit/media-sdk/rtp"
 	"github.com/livekit/protocol/livekit"
+	protoLogger "github.com/livekit/protocol/logger"
 	lksdk "github.com/livekit/server-sdk-go/v2"
-	lkmedia "github.com/livekit/server-sdk-go/v2/pkg/media"
 	"github.com/pion/webrtc/v4"
 
 	"github.com/alicia-voice/alicia/pipeline/voice"
@@ -181,14 +183,40 @@ func isUserMic(track *webrtc.TrackRemote, pub *lksdk.RemoteTrackPublication, rp 
 }
 
 // listenToMic decodes a user's microphone track (Opus, through libopus)
-// and resamples it to voice.InputRate mono for in. Close the returned
-// track to stop; in is closed with it.
-func listenToMic(track *webrtc.TrackRemote, in micInput) (*lkmedia.PCMRemoteTrack, error) {
-	return lkmedia.NewPCMRemoteTrack(track, micWriter{in},
-		lkmedia.WithTargetSampleRate(voice.InputRate), lkmedia.WithTargetChannels(1))
+// at voice.InputRate mono for in, through LiveKit's media layer: its
+// jitter buffer, RTP depacketiser and decoder. libopus decodes at that
+// rate itself, which costs less than the SDK's PCMRemoteTrack, which
+// decodes at 48 kHz and resamples with soxr (BenchmarkMicCPU). Close
+// the returned track to stop; in is closed with it.
+func listenToMic(track *webrtc.TrackRemote, in micInput) (*micTrack, error) {
+	if track.Codec().MimeType != webrtc.MimeTypeOpus {
+		return nil, fmt.Errorf("microphone track is %s, not Opus", track.Codec().MimeType)
+	}
+	dec, err := newMicDecoder(in)
+	if err != nil {
+		return nil, err
+	}
+	// Ends when the track does (its reads fail once it is unsubscribed).
+	go func() {
+		_ = rtp.HandleLoop(track, rtp.HandleJitter(rtp.NewNopCloser(rtp.NewMediaStreamIn[opus.Sample](dec))))
+	}()
+	return &micTrack{dec: dec}, nil
 }
+
+// newMicDecoder decodes Opus packets into in at voice.InputRate mono.
+func newMicDecoder(in micInput) (opus.Writer, error) {
+	return opus.Decode(micWriter{in}, 1, protoLogger.GetLogger())
+}
+
+// micTrack is a microphone being decoded.
+type micTrack struct{ dec opus.Writer }
+
+// Close stops decoding and closes the track's input.
+func (m *micTrack) Close() { _ = m.dec.Close() }
 
 type micWriter struct{ in micInput }
 
+func (m micWriter) String() string                        { return "microphone" }
+func (m micWriter) SampleRate() int                       { return voice.InputRate }
 func (m micWriter) WriteSample(s media.PCM16Sample) error { return m.in.Write(s) }
 func (m micWriter) Close() error                          { return m.in.Close() }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/livekit/protocol/livekit"
 	lksdk "github.com/livekit/server-sdk-go/v2"
-	lkmedia "github.com/livekit/server-sdk-go/v2/pkg/media"
 	"github.com/pion/webrtc/v4"
 
 	"github.com/alicia-voice/alicia/pipeline/voice"
@@ -42,7 +41,7 @@ type voiceJob struct {
 
 func newVoiceJob(parent context.Context, cfg VoiceConfig, log *slog.Logger) *voiceJob {
 	ctx, cancel := context.WithCancel(parent)
-	return &voiceJob{cfg: cfg, log: log, mics: &mics{log: log, tracks: map[string]*lkmedia.PCMRemoteTrack{}, pre: newPreconnect(log)}, ctx: ctx, cancel: cancel}
+	return &voiceJob{cfg: cfg, log: log, mics: &mics{log: log, tracks: map[string]*micTrack{}, pre: newPreconnect(log)}, ctx: ctx, cancel: cancel}
 }
 
 // start publishes the voice and starts listening, once the room is
@@ -96,7 +95,7 @@ type mics struct {
 
 	mu     sync.Mutex
 	stage  *voice.Stage
-	tracks map[string]*lkmedia.PCMRemoteTrack
+	tracks map[string]*micTrack
 	// heard is told of each user whose microphone is listened to.
 	heard func(identity string)
 }
@@ -172,7 +171,7 @@ func (m *mics) start(r *lksdk.Room, stage *voice.Stage, heard func(identity stri
 func (m *mics) close() {
 	m.mu.Lock()
 	ts := m.tracks
-	m.tracks = map[string]*lkmedia.PCMRemoteTrack{}
+	m.tracks = map[string]*micTrack{}
 	m.mu.Unlock()
 	for _, t := range ts {
 		t.Close()
