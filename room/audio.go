@@ -187,8 +187,8 @@ func isUserMic(track *webrtc.TrackRemote, pub *lksdk.RemoteTrackPublication, rp 
 // jitter buffer, RTP depacketiser and decoder. libopus decodes at that
 // rate itself, which costs less than the SDK's PCMRemoteTrack, which
 // decodes at 48 kHz and resamples with soxr (BenchmarkMicCPU). Close
-// the returned track to stop; in is closed with it.
-func listenToMic(track *webrtc.TrackRemote, in micInput) (*micTrack, error) {
+// the returned decoder to stop; in is closed with it.
+func listenToMic(track *webrtc.TrackRemote, in micInput) (opus.Writer, error) {
 	if track.Codec().MimeType != webrtc.MimeTypeOpus {
 		return nil, fmt.Errorf("microphone track is %s, not Opus", track.Codec().MimeType)
 	}
@@ -200,19 +200,13 @@ func listenToMic(track *webrtc.TrackRemote, in micInput) (*micTrack, error) {
 	go func() {
 		_ = rtp.HandleLoop(track, rtp.HandleJitter(rtp.NewNopCloser(rtp.NewMediaStreamIn[opus.Sample](dec))))
 	}()
-	return &micTrack{dec: dec}, nil
+	return dec, nil
 }
 
 // newMicDecoder decodes Opus packets into in at voice.InputRate mono.
 func newMicDecoder(in micInput) (opus.Writer, error) {
 	return opus.Decode(micWriter{in}, 1, protoLogger.GetLogger())
 }
-
-// micTrack is a microphone being decoded.
-type micTrack struct{ dec opus.Writer }
-
-// Close stops decoding and closes the track's input.
-func (m *micTrack) Close() { _ = m.dec.Close() }
 
 type micWriter struct{ in micInput }
 

@@ -121,7 +121,7 @@ func TestVoiceTracksOverLiveKit(t *testing.T) {
 	heard := newSink()
 	ignored := make(chan string, 4)
 	listening := make(chan string, 4)
-	var mics []interface{ Close() }
+	var mics []interface{ Close() error }
 	var micsMu sync.Mutex
 	botCB := lksdk.NewRoomCallback()
 	botCB.OnTrackSubscribed = func(track *webrtc.TrackRemote, pub *lksdk.RemoteTrackPublication, rp *lksdk.RemoteParticipant) {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/livekit/media-sdk/opus"
 	"github.com/livekit/protocol/livekit"
 	lksdk "github.com/livekit/server-sdk-go/v2"
 	"github.com/pion/webrtc/v4"
@@ -41,7 +42,7 @@ type voiceJob struct {
 
 func newVoiceJob(parent context.Context, cfg VoiceConfig, log *slog.Logger) *voiceJob {
 	ctx, cancel := context.WithCancel(parent)
-	return &voiceJob{cfg: cfg, log: log, mics: &mics{log: log, tracks: map[string]*micTrack{}, pre: newPreconnect(log)}, ctx: ctx, cancel: cancel}
+	return &voiceJob{cfg: cfg, log: log, mics: &mics{log: log, tracks: map[string]opus.Writer{}, pre: newPreconnect(log)}, ctx: ctx, cancel: cancel}
 }
 
 // start publishes the voice and starts listening, once the room is
@@ -95,7 +96,7 @@ type mics struct {
 
 	mu     sync.Mutex
 	stage  *voice.Stage
-	tracks map[string]*micTrack
+	tracks map[string]opus.Writer
 	// heard is told of each user whose microphone is listened to.
 	heard func(identity string)
 }
@@ -148,7 +149,7 @@ func (m *mics) unsubscribed(_ *webrtc.TrackRemote, pub *lksdk.RemoteTrackPublica
 	delete(m.tracks, pub.SID())
 	m.mu.Unlock()
 	if t != nil {
-		t.Close()
+		_ = t.Close()
 	}
 }
 
@@ -171,9 +172,9 @@ func (m *mics) start(r *lksdk.Room, stage *voice.Stage, heard func(identity stri
 func (m *mics) close() {
 	m.mu.Lock()
 	ts := m.tracks
-	m.tracks = map[string]*micTrack{}
+	m.tracks = map[string]opus.Writer{}
 	m.mu.Unlock()
 	for _, t := range ts {
-		t.Close()
+		_ = t.Close()
 	}
 }
