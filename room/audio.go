@@ -203,14 +203,84 @@ func listenToMic(track *webrtc.TrackRemote, in micInput) (opus.Writer, error) {
 	return dec, nil
 }
 
-// newMicDecoder decodes Opus packets into in at voice.InputRate mono.
+// newMicDecoder decodes Opus packets into in at voice.InputRate mono,
+// with silence for the time no packet comes (micWriter).
 func newMicDecoder(in micInput) (opus.Writer, error) {
-	return opus.Decode(micWriter{in}, 1, protoLogger.GetLogger())
+	w := &micWriter{in: in, covered: time.Now()}
+	dec, err := opus.Decode(w, 1, protoLogger.GetLogger())
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	w.timer = time.AfterFunc(micGap, w.fill)
+	w.mu.Unlock()
+	return dec, nil
 }
 
-type micWriter struct{ in micInput }
+// micGap is how long a microphone may send nothing before the time it
+// does not is heard as silence: longer than network jitter holds packets
+// back, short of anything endpointing waits for.
+const micGap = 100 * time.Millisecond
 
-func (m micWriter) String() string                        { return "microphone" }
-func (m micWriter) SampleRate() int                       { return voice.InputRate }
-func (m micWriter) WriteSample(s media.PCM16Sample) error { return m.in.Write(s) }
-func (m micWriter) Close() error                          { return m.in.Close() }
+// micFrame is the silence written at a time, and how often.
+const micFrame = 20 * time.Millisecond
+
+// micWriter hands decoded audio to in, and silence for the stretches
+// when the client sends nothing. LiveKit's clients publish microphones
+// with Opus DTX: in silence they send a packet every 400 ms, and a muted
+// track sends none. The stage hears time only through samples, so
+// without them the silence that ends an utterance would never come, or
+// 20 ms every 400 ms. After micGap without audio, the missing time is
+// written as silence at once, then as it passes, until audio comes
+// again: what was decoded and what was filled add up to the time that
+// passed.
+type micWriter struct {
+	in micInput
+
+	mu      sync.Mutex
+	covered time.Time // the time up to which in has had audio
+	timer   *time.Timer
+	closed  bool
+}
+
+func (m *micWriter) String() string  { return "microphone" }
+func (m *micWriter) SampleRate() int { return voice.InputRate }
+
+func (m *micWriter) WriteSample(s media.PCM16Sample) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.covered = time.Now()
+	return m.in.Write(s)
+}
+
+// fill runs on the timer: it writes the time not covered as silence
+// once micGap has passed without audio, and sets the timer for the next
+// check.
+func (m *micWriter) fill() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	now := time.Now()
+	next := m.covered.Add(micGap).Sub(now)
+	if next <= 0 {
+		frames := int(now.Sub(m.covered) / micFrame)
+		// Written under mu, so that it never lands between a packet's
+		// audio and the next; in.Write does not block.
+		_ = m.in.Write(make([]int16, frames*voice.InputRate*int(micFrame/time.Millisecond)/1000))
+		m.covered = m.covered.Add(time.Duration(frames) * micFrame)
+		next = m.covered.Add(micFrame).Sub(now)
+	}
+	m.timer.Reset(next)
+}
+
+func (m *micWriter) Close() error {
+	m.mu.Lock()
+	m.closed = true
+	if m.timer != nil {
+		m.timer.Stop()
+	}
+	m.mu.Unlock()
+	return m.in.Close()
+}
