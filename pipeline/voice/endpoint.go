@@ -288,10 +288,13 @@ func (e *Endpointer) Push(frame []int16) ([]EndpointEvent, error) {
 		wait = min(max(wait, e.cfg.UnfinishedSilence), e.cfg.MaxSilence)
 	}
 	if e.silent >= frames(wait) {
-		ev := EndpointEvent{Kind: SpeechEnded, Audio: append([]int16(nil), e.audio...), Speech: e.Speech(), Trailing: time.Duration(e.silent) * FrameDuration}
+		// The utterance's audio goes with the event, and the next
+		// utterance grows a buffer of its own: kept, the longest
+		// utterance's buffer would stay with every speaker for good.
+		ev := EndpointEvent{Kind: SpeechEnded, Audio: e.audio, Speech: e.Speech(), Trailing: time.Duration(e.silent) * FrameDuration}
 		e.ended, e.sinceEnd = true, e.silent
 		e.inSpeech, e.run, e.voiced, e.text = false, 0, 0, ""
-		e.audio = e.audio[:0]
+		e.audio = nil
 		out = append(out, ev)
 	}
 	return out, nil

@@ -34,3 +34,6 @@ func (s *Stage) Hold() (release func()) {
 	s.post(func(*loop) { <-held })
 	return func() { close(held) }
 }
+
+// PlayAhead is how far synthesis may run ahead of the listener.
+const PlayAhead = playAhead

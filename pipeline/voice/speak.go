@@ -316,6 +316,9 @@ func (s *Stage) play(ctx context.Context, p *playback, segmentID string) {
 						}
 					})
 				}
+				if !s.roomToPlay(ctx) {
+					return
+				}
 				// Checked under the lock interrupt takes before clearing, so
 				// that no audio is queued after a barge-in cleared the queue.
 				p.mu.Lock()
@@ -397,6 +400,33 @@ func (s *Stage) play(ctx context.Context, p *playback, segmentID string) {
 			l.setState(StateListening)
 		}
 	})
+}
+
+// playAhead is how far synthesis may run ahead of what the listener
+// hears: the rest of the answer waits in the synthesiser's stream (its
+// server is held back by the connection), as LiveKit's audio sources
+// hold back the agents that feed them. Queued whole, answers held 380 kB
+// per voice conversation at 50, a quarter of the bot's heap; two seconds
+// is longer than a synthesiser takes to a sentence's first audio, so the
+// next sentence is ready before this one has played.
+const playAhead = 2 * time.Second
+
+// roomToPlay waits until less than playAhead is queued (or held by a
+// pause), and says false if ctx ended first.
+func (s *Stage) roomToPlay(ctx context.Context) bool {
+	if s.out.Queued() <= playAhead {
+		return true
+	}
+	tick := time.NewTicker(5 * FrameDuration)
+	defer tick.Stop()
+	for s.out.Queued() > playAhead {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
 }
 
 // endCue stops the cue for the answer: a short fade from where it is,

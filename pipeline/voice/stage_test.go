@@ -1099,3 +1099,61 @@ func TestStageFalseInterruptionTimesOut(t *testing.T) {
 		t.Fatalf("%d pauses, %d resumes, %d clears, %d interrupts, %d false interruptions", pauses, resumes, clears, len(turn.interrupts), obs.falseInterruptions.Load())
 	}
 }
+
+// aheadOut is a fakeOut that remembers how far ahead of the listener the
+// audio written to it ever was, and its largest write.
+type aheadOut struct {
+	fakeOut
+	maxAhead, maxChunk time.Duration
+}
+
+func (o *aheadOut) Write(s []int16, rate int) error {
+	if err := o.fakeOut.Write(s, rate); err != nil {
+		return err
+	}
+	ahead := o.Queued()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.maxAhead = max(o.maxAhead, ahead)
+	o.maxChunk = max(o.maxChunk, time.Duration(len(s))*time.Second/time.Duration(rate))
+	return nil
+}
+
+// Synthesis keeps at most PlayAhead ahead of the listener, not a whole
+// answer queued at once, and the whole answer is still spoken.
+func TestStageSynthesisKeepsPace(t *testing.T) {
+	base, synth := speechServer(t)
+	room := newRoom(true)
+	// Played at eight times real time, so that a long answer takes a few
+	// seconds; the stand-in synthesises far faster still.
+	out := &aheadOut{fakeOut: fakeOut{speed: 8}}
+	var sentences []pipeline.Sentence
+	for i := range 5 {
+		sentences = append(sentences, pipeline.Sentence{Sequence: int32(i + 1), Text: "The moon is about three hundred and eighty thousand kilometres away from the earth."})
+	}
+	turn := newTurn(sentences...)
+	turn.finish()
+	eng := &fakeEngine{started: make(chan started, 4), accept: func(string) *fakeTurn { return turn }}
+	st := newStage(t, base, eng, room, out)
+	in := st.Listen("alice", "TR_alice")
+	feed(in, append(append(speechtest.Silence(500, voice.InputRate), speechtest.Render(t, question, 140, voice.InputRate)...), speechtest.Silence(1500, voice.InputRate)...))
+	wait(t, eng.started, "turn")
+	// The transcript is final once the whole answer has played.
+	text, _ := transcript(t, room, wait(t, room.speech, "the first words"))
+	if want := strings.Repeat(sentences[0].Text+" ", len(sentences)); text != want[:len(want)-1] {
+		t.Fatalf("the agent's transcript %q", text)
+	}
+	out.mu.Lock()
+	written, maxAhead, maxChunk := out.written, out.maxAhead, out.maxChunk
+	out.mu.Unlock()
+	t.Logf("%v of audio in %d syntheses; at most %v ahead of the listener (writes up to %v)", written, synth.Load(), maxAhead, maxChunk)
+	if n := synth.Load(); n != int32(len(sentences)) {
+		t.Fatalf("%d of %d sentences synthesised", n, len(sentences))
+	}
+	if written < 3*voice.PlayAhead {
+		t.Fatalf("only %v of audio: too short an answer to show the pace", written)
+	}
+	if maxAhead > voice.PlayAhead+maxChunk {
+		t.Fatalf("%v queued ahead of the listener, more than %v and a write of %v", maxAhead, voice.PlayAhead, maxChunk)
+	}
+}
