@@ -263,7 +263,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	wire0 := pgw.counts()
+	wire0, wire0At := pgw.counts(), time.Now()
 	var pgCPU0 map[int]float64
 	if db != nil {
 		if pgCPU0, err = pgBackendCPU(ctx, db); err != nil {
@@ -336,7 +336,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	wire1 := pgw.counts()
+	wire1, wireWall := pgw.counts(), time.Since(wire0At)
 	var pgCPU float64
 	var pgCPUOK bool
 	if db != nil {
@@ -347,7 +347,7 @@ func run(ctx context.Context, o options) error {
 		pgCPU, pgCPUOK = pgCPUSince(pgCPU0, pgCPU1)
 	}
 
-	rep := report{wire: wire1.minus(wire0), wireOn: pgw != nil, pgCPU: pgCPU, pgCPUOn: pgCPUOK,
+	rep := report{wire: wire1.minus(wire0), wireWall: wireWall, wireOn: pgw != nil, pgCPU: pgCPU, pgCPUOn: pgCPUOK,
 		o: o, pace: pace, users: joined, joinFailures: joinFailures, results: results, clock: clock,
 		cpu: cpu1 - cpu0, lkCPU: lkCPU1 - lkCPU0, selfCPU: selfCPU1 - selfCPU0, rss0: rss0, rss1: rss1, rssPeak: rssPeak, rows: rows1 - rows0, dbOn: db != nil, turnWall: turnWall, joinTook: joinTook, spread: cycle}
 	rep.print(os.Stdout)
@@ -554,17 +554,17 @@ func proxied(dbURL string) (string, *pgWire, error) {
 }
 
 // wireCounts are a pgWire's counters at one moment.
-type wireCounts struct{ statements, roundTrips int64 }
+type wireCounts struct{ statements, roundTrips, leaseTrips int64 }
 
 func (w *pgWire) counts() wireCounts {
 	if w == nil {
 		return wireCounts{}
 	}
-	return wireCounts{w.statements.Load(), w.roundTrips.Load()}
+	return wireCounts{w.statements.Load(), w.roundTrips.Load(), w.leaseTrips.Load()}
 }
 
 func (c wireCounts) minus(d wireCounts) wireCounts {
-	return wireCounts{c.statements - d.statements, c.roundTrips - d.roundTrips}
+	return wireCounts{c.statements - d.statements, c.roundTrips - d.roundTrips, c.leaseTrips - d.leaseTrips}
 }
 
 // dbWrites is the rows inserted, updated and deleted in the bot's

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -84,6 +85,10 @@ type pgWire struct {
 	target     string
 	statements atomic.Int64
 	roundTrips atomic.Int64
+	// leaseTrips are the round trips that renew or end the process's
+	// lease: its liveness, a few a second whatever its load, not the
+	// turns' work.
+	leaseTrips atomic.Int64
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -231,6 +236,10 @@ func (p *pgWire) frontend(client, server net.Conn, answered *atomic.Bool) error 
 		}
 		break
 	}
+	// The statements this connection prepared that touch the leases, by
+	// name, and whether the current round trip is one of theirs.
+	leaseStmts := map[string]bool{}
+	var leaseTrip bool
 	for {
 		// What the bot sent at once goes on at once: flush before a read
 		// that may wait.
@@ -245,6 +254,7 @@ func (p *pgWire) frontend(client, server net.Conn, answered *atomic.Bool) error 
 		}
 		if answered.Swap(false) {
 			p.roundTrips.Add(1)
+			leaseTrip = false
 		}
 		switch head[0] {
 		case 'E', 'Q':
@@ -257,9 +267,51 @@ func (p *pgWire) frontend(client, server net.Conn, answered *atomic.Bool) error 
 		if _, err := out.Write(head[:]); err != nil {
 			return err
 		}
-		if _, err := io.CopyN(out, in, n-4); err != nil {
-			return err
+		switch head[0] {
+		case 'P', 'B', 'Q': // Parse, Bind and Query name what they run
+			body := make([]byte, n-4)
+			if _, err := io.ReadFull(in, body); err != nil {
+				return err
+			}
+			if _, err := out.Write(body); err != nil {
+				return err
+			}
+			if isLease(head[0], body, leaseStmts) && !leaseTrip {
+				leaseTrip = true
+				p.leaseTrips.Add(1)
+			}
+		default:
+			if _, err := io.CopyN(out, in, n-4); err != nil {
+				return err
+			}
 		}
+	}
+}
+
+// isLease says whether a Parse, Bind or Query message runs a statement on
+// the leases table, and remembers the prepared statements that do.
+func isLease(kind byte, body []byte, stmts map[string]bool) bool {
+	cstr := func(b []byte) (string, []byte) {
+		i := bytes.IndexByte(b, 0)
+		if i < 0 {
+			return string(b), nil
+		}
+		return string(b[:i]), b[i+1:]
+	}
+	switch kind {
+	case 'Q':
+		q, _ := cstr(body)
+		return strings.Contains(q, "alicia_worker_leases")
+	case 'P':
+		name, rest := cstr(body)
+		q, _ := cstr(rest)
+		lease := strings.Contains(q, "alicia_worker_leases")
+		stmts[name] = lease
+		return lease
+	default: // 'B': the portal, then the statement
+		_, rest := cstr(body)
+		name, _ := cstr(rest)
+		return stmts[name]
 	}
 }
 

@@ -30,8 +30,10 @@ type report struct {
 	dbOn           bool
 	// wire: the bot's statements and round trips to Postgres, counted on
 	// the wire (wireOn: through the bench's proxy).
-	wire   wireCounts
-	wireOn bool
+	wire wireCounts
+	// wireWall is how long wire was counted over.
+	wireWall time.Duration
+	wireOn   bool
 	// pgCPU: the CPU of the Postgres backends serving the bot's database
 	// (pgCPUOn: when they are processes of this machine).
 	pgCPU    float64
@@ -132,7 +134,8 @@ func (r report) print(w io.Writer) {
 	}
 	if r.wireOn {
 		fmt.Fprintf(w, "| Postgres statements per turn | %s |\n", per(float64(r.wire.statements), turns))
-		fmt.Fprintf(w, "| Postgres round trips per turn | %s |\n", per(float64(r.wire.roundTrips), turns))
+		fmt.Fprintf(w, "| Postgres round trips per turn (the lease's apart) | %s |\n", per(float64(r.wire.roundTrips-r.wire.leaseTrips), turns))
+		fmt.Fprintf(w, "| the process's lease renewals, per second | %.1f |\n", float64(r.wire.leaseTrips)/r.wireWall.Seconds())
 	}
 	if r.pgCPUOn {
 		fmt.Fprintf(w, "| Postgres CPU-ms per turn | %s |\n", per(1000*r.pgCPU, turns))

@@ -218,9 +218,12 @@ func newMicDecoder(in micInput) (opus.Writer, error) {
 }
 
 // micGap is how long a microphone may send nothing before the time it
-// does not is heard as silence: longer than network jitter holds packets
-// back, short of anything endpointing waits for.
-const micGap = 100 * time.Millisecond
+// does not is heard as silence. The time is written at once when it is,
+// so endpointing loses nothing to the wait as long as micGap is shorter
+// than the shortest silence that ends an utterance (250 ms, adaptive);
+// and the longer it is, the rarer a bot too busy to read its packets
+// for a while takes that while for silence inside someone's speech.
+const micGap = 200 * time.Millisecond
 
 // micFrame is the silence written at a time, and how often.
 const micFrame = 20 * time.Millisecond

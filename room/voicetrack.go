@@ -22,10 +22,12 @@ import (
 //     cleanly, then one every 400 ms; the RTP timestamps jump over the gap
 //     while sequence numbers stay continuous, which is how receivers tell
 //     discontinuous transmission from loss.
-//   - It encodes at complexity 5, not libopus's default of 10: 58% of
-//     the CPU (BenchmarkVoiceEncode: 10.7 against 18.5 ms per second of
-//     speech), and the speech is still recognised on the far side
-//     (TestVoiceTracksOverLiveKit).
+//   - It encodes at complexity 3, not libopus's default of 10: 44% of
+//     the CPU, 6.6 against 14.8 ms per second of speech, and 6.6
+//     against 8.1 at complexity 5 (BenchmarkVoiceEncode), which took the
+//     bot from 1.01% to 0.91% of a core per voice conversation at 50
+//     (medians of 3 runs); the speech is still recognised on the far
+//     side (TestVoiceTracksOverLiveKit).
 type voiceTrack struct {
 	*webrtc.TrackLocalStaticRTP
 	encoder *opus.Encoder
@@ -55,7 +57,7 @@ const (
 	trailingSilence = 5
 	dtxInterval     = 20
 	// voiceComplexity is the encoder's (0–10).
-	voiceComplexity = 5
+	voiceComplexity = 3
 	// maxPacket is more than a 20 ms Opus frame can take at any bitrate.
 	maxPacket = 1500
 )
