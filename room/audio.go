@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/livekit/media-sdk"
@@ -204,7 +205,7 @@ func listenToMic(track *webrtc.TrackRemote, in micInput) (opus.Writer, error) {
 }
 
 // newMicDecoder decodes Opus packets into in at voice.InputRate mono,
-// with silence for the time no packet comes (micWriter).
+// with silence for the time a client in DTX sends nothing (micWriter).
 func newMicDecoder(in micInput) (opus.Writer, error) {
 	w := &micWriter{in: in, covered: time.Now()}
 	dec, err := opus.Decode(w, 1, protoLogger.GetLogger())
@@ -214,31 +215,46 @@ func newMicDecoder(in micInput) (opus.Writer, error) {
 	w.mu.Lock()
 	w.timer = time.AfterFunc(micGap, w.fill)
 	w.mu.Unlock()
-	return dec, nil
+	return dtxWatch{Writer: dec, mic: w}, nil
 }
 
-// micGap is how long a microphone may send nothing before the time it
-// does not is heard as silence. The time is written at once when it is,
-// so endpointing loses nothing to the wait as long as micGap is shorter
-// than the shortest silence that ends an utterance (250 ms, adaptive);
-// and the longer it is, the rarer a bot too busy to read its packets
-// for a while takes that while for silence inside someone's speech.
+// micGap is how long a microphone in DTX may send nothing before the
+// time it does not is heard as silence. The time is written at once
+// when it is, so endpointing loses nothing to the wait as long as micGap
+// is shorter than the shortest silence that ends an utterance (250 ms,
+// adaptive).
 const micGap = 200 * time.Millisecond
 
 // micFrame is the silence written at a time, and how often.
 const micFrame = 20 * time.Millisecond
 
+// dtxWatch tells micWriter whether the client is in Opus DTX: WebRTC
+// stops sending in silence, and sends the first packet of a byte or two
+// that the encoder makes then, which says so.
+type dtxWatch struct {
+	opus.Writer
+	mic *micWriter
+}
+
+func (d dtxWatch) WriteSample(s opus.Sample) error {
+	d.mic.quiet.Store(len(s) <= 2)
+	return d.Writer.WriteSample(s)
+}
+
 // micWriter hands decoded audio to in, and silence for the stretches
 // when the client sends nothing. LiveKit's clients publish microphones
-// with Opus DTX: in silence they send a packet every 400 ms, and a muted
-// track sends none. The stage hears time only through samples, so
-// without them the silence that ends an utterance would never come, or
-// 20 ms every 400 ms. After micGap without audio, the missing time is
+// with Opus DTX: in silence (a muted track too) they send a packet every
+// 400 ms. The stage hears time only through samples, so without them
+// the silence that ends an utterance would come 20 ms every 400 ms.
+// After micGap without audio from a client in DTX, the missing time is
 // written as silence at once, then as it passes, until audio comes
 // again: what was decoded and what was filled add up to the time that
-// passed.
+// passed. Only in DTX: packets late for any other reason (the network,
+// or a bot too busy to read them in time) are speech on its way, and
+// silence written in their place would cut an utterance in two.
 type micWriter struct {
-	in micInput
+	in    micInput
+	quiet atomic.Bool // the last packet said the client is in DTX
 
 	mu      sync.Mutex
 	covered time.Time // the time up to which in has had audio
@@ -257,8 +273,8 @@ func (m *micWriter) WriteSample(s media.PCM16Sample) error {
 }
 
 // fill runs on the timer: it writes the time not covered as silence
-// once micGap has passed without audio, and sets the timer for the next
-// check.
+// once micGap has passed without audio from a client in DTX, and sets
+// the timer for the next check.
 func (m *micWriter) fill() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -267,7 +283,11 @@ func (m *micWriter) fill() {
 	}
 	now := time.Now()
 	next := m.covered.Add(micGap).Sub(now)
-	if next <= 0 {
+	switch {
+	case next > 0:
+	case !m.quiet.Load():
+		next = micGap
+	default:
 		frames := int(now.Sub(m.covered) / micFrame)
 		// Written under mu, so that it never lands between a packet's
 		// audio and the next; in.Write does not block.
