@@ -212,9 +212,6 @@ func newMicDecoder(in micInput) (opus.Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	w.mu.Lock()
-	w.timer = time.AfterFunc(micGap, w.fill)
-	w.mu.Unlock()
 	return dtxWatch{Writer: dec, mic: w}, nil
 }
 
@@ -237,7 +234,11 @@ type dtxWatch struct {
 }
 
 func (d dtxWatch) WriteSample(s opus.Sample) error {
-	d.mic.quiet.Store(len(s) <= 2)
+	dtx := len(s) <= 2
+	d.mic.quiet.Store(dtx)
+	if dtx {
+		d.mic.watch()
+	}
 	return d.Writer.WriteSample(s)
 }
 
@@ -251,15 +252,25 @@ func (d dtxWatch) WriteSample(s opus.Sample) error {
 // again: what was decoded and what was filled add up to the time that
 // passed. Only in DTX: packets late for any other reason (the network,
 // or a bot too busy to read them in time) are speech on its way, and
-// silence written in their place would cut an utterance in two.
+// silence written in their place would cut an utterance in two. The
+// timer runs only while the client is in DTX.
 type micWriter struct {
 	in    micInput
 	quiet atomic.Bool // the last packet said the client is in DTX
 
 	mu      sync.Mutex
-	covered time.Time // the time up to which in has had audio
-	timer   *time.Timer
+	covered time.Time   // the time up to which in has had audio
+	timer   *time.Timer // set while the client is in DTX
 	closed  bool
+}
+
+// watch starts the timer for a client that went into DTX.
+func (m *micWriter) watch() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.timer == nil && !m.closed {
+		m.timer = time.AfterFunc(max(0, time.Until(m.covered.Add(micGap))), m.fill)
+	}
 }
 
 func (m *micWriter) String() string  { return "microphone" }
@@ -274,20 +285,20 @@ func (m *micWriter) WriteSample(s media.PCM16Sample) error {
 
 // fill runs on the timer: it writes the time not covered as silence
 // once micGap has passed without audio from a client in DTX, and sets
-// the timer for the next check.
+// the timer for the next check, until the client leaves DTX.
 func (m *micWriter) fill() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return
 	}
+	if !m.quiet.Load() {
+		m.timer = nil
+		return
+	}
 	now := time.Now()
 	next := m.covered.Add(micGap).Sub(now)
-	switch {
-	case next > 0:
-	case !m.quiet.Load():
-		next = micGap
-	default:
+	if next <= 0 {
 		frames := int(now.Sub(m.covered) / micFrame)
 		// Written under mu, so that it never lands between a packet's
 		// audio and the next; in.Write does not block.

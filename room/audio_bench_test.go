@@ -71,7 +71,7 @@ func BenchmarkMicCPU(b *testing.B) {
 				}
 			}
 			used := cpu() - start
-			// Stops the silence a microphone that sends nothing gets.
+			// Stops its DTX timer, were one running.
 			_ = dec.Close()
 			b.ReportMetric(float64(used.Microseconds())/(float64(b.N)*audio.Seconds()), "µs-CPU-decode/audio-s")
 			b.ReportMetric(float64(encCPU.Microseconds())/audio.Seconds(), "µs-CPU-encode/audio-s")

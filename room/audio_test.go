@@ -85,6 +85,20 @@ func utterance(t *testing.T, s *pcmSink, within time.Duration) []int16 {
 	}
 }
 
+// speechServer serves the speech stand-in, recognising only phrases, for
+// the test's duration.
+func speechServer(t *testing.T, phrases ...string) string {
+	t.Helper()
+	sp, err := standin.New(standin.Config{Phrases: phrases, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.Close() })
+	srv := httptest.NewServer(sp.Handler())
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
 func recognise(t *testing.T, base string, pcm []int16) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -110,12 +124,7 @@ func recognise(t *testing.T, base string, pcm []int16) string {
 func TestVoiceTracksOverLiveKit(t *testing.T) {
 	lk := testenv.StartLiveKit(t)
 	question, answer := "What is the weather like in Paris today?", "How far is the moon?"
-	sp, err := standin.New(standin.Config{Phrases: []string{question, answer, "stop"}, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(sp.Handler())
-	defer func() { srv.Close(); sp.Close() }()
+	speechURL := speechServer(t, question, answer, "stop")
 	const roomName = "conv_voice_tracks"
 
 	heard := newSink()
@@ -237,7 +246,7 @@ func TestVoiceTracksOverLiveKit(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	got := recognise(t, srv.URL, utterance(t, heard, 30*time.Second))
+	got := recognise(t, speechURL, utterance(t, heard, 30*time.Second))
 	wer := speechtest.WER(question, got)
 	t.Logf("the bot heard %q (WER %.2f)", got, wer)
 	if wer > 0.2 {
@@ -269,7 +278,7 @@ func TestVoiceTracksOverLiveKit(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	syn := &voice.OpenAISynthesizer{URL: srv.URL + "/v1", Model: "tts-1"}
+	syn := &voice.OpenAISynthesizer{URL: speechURL + "/v1", Model: "tts-1"}
 	for ev := range syn.Stream(ctx, &voice.SynthesizeRequest{Text: answer}) {
 		switch ev.Kind {
 		case voice.SynthesizeAudio:
@@ -283,7 +292,7 @@ func TestVoiceTracksOverLiveKit(t *testing.T) {
 	if out.Queued() <= 0 {
 		t.Fatal("nothing queued after synthesis")
 	}
-	said := recognise(t, srv.URL, utterance(t, recorded, 30*time.Second))
+	said := recognise(t, speechURL, utterance(t, recorded, 30*time.Second))
 	t.Logf("the user heard %q", said)
 	if speechtest.WER(answer, said) > 0.2 {
 		t.Fatalf("the user heard %q for %q", said, answer)

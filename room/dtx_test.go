@@ -1,8 +1,6 @@
 package room_test
 
 import (
-	"log/slog"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -14,7 +12,6 @@ import (
 
 	"github.com/alicia-voice/alicia/internal/speechtest"
 	"github.com/alicia-voice/alicia/internal/testenv"
-	"github.com/alicia-voice/alicia/pipeline/voice/standin"
 	"github.com/alicia-voice/alicia/room"
 )
 
@@ -60,12 +57,7 @@ func dtxPackets(t *testing.T, pcm []int16) [][]byte {
 func TestMicThatGoesQuietEndsTheUtterance(t *testing.T) {
 	lk := testenv.StartLiveKit(t)
 	question := "What is the weather like in Paris today?"
-	sp, err := standin.New(standin.Config{Phrases: []string{question}, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(sp.Handler())
-	defer func() { srv.Close(); sp.Close() }()
+	speechURL := speechServer(t, question)
 	const roomName = "conv_dtx_mic"
 
 	heard := newSink()
@@ -135,7 +127,7 @@ func TestMicThatGoesQuietEndsTheUtterance(t *testing.T) {
 		}
 	}()
 
-	got := recognise(t, srv.URL, utterance(t, heard, 30*time.Second))
+	got := recognise(t, speechURL, utterance(t, heard, 30*time.Second))
 	t.Logf("the bot heard %q", got)
 	if speechtest.WER(question, got) > 0.2 {
 		t.Fatalf("the bot heard %q for %q", got, question)
