@@ -50,7 +50,7 @@ type options struct {
 	n, turns, joinParallel int
 	// ns are the voice benchmark's sizes, run one after another.
 	ns                  []int
-	sttTransport        string
+	sttTransport, mic   string
 	interruptEvery      int
 	voiceCycle          time.Duration
 	keep                bool
@@ -88,6 +88,7 @@ func main() {
 	flag.StringVar(&o.postgres, "postgres", "on", "on: the bot stores in a fresh Postgres database; off: in memory")
 	flag.BoolVar(&o.voice, "voice", false, "spoken turns: each user speaks espeak-ng questions on its microphone track and listens to the bot's; the speech servers run as a process of their own")
 	flag.StringVar(&o.sttTransport, "stt-transport", "realtime", "with -voice: how the bot reaches the recogniser, realtime (WebSocket) or http")
+	flag.StringVar(&o.mic, "mic", "noise", "with -voice: what the users' microphones send between phrases, noise (a quiet room's, 50 packets a second: a client without DTX) or dtx (a packet every 400 ms, as LiveKit's clients publish a microphone in a quiet room)")
 	flag.IntVar(&o.interruptEvery, "interrupt-every", 3, "with -voice: every so many turns a user talks over the answer (0: never)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the run's folder, with the bot's (and with -voice the speech servers') logs, and say where")
 	flag.DurationVar(&o.voiceCycle, "voice-spread", 20*time.Second, "with -voice: the users' first questions spread over this long")
@@ -99,6 +100,10 @@ func main() {
 	flag.StringVar(&o.profile, "profile", "", "write CPU profiles of the turns (the bot's, livekit-server's and this process's) and the bot's and livekit-server's heap profiles after them to files named with this prefix")
 	flag.DurationVar(&o.profileFor, "profile-for", 20*time.Second, "how long the CPU profile of the turns runs")
 	flag.Parse()
+	if o.mic != "noise" && o.mic != "dtx" {
+		fmt.Fprintln(os.Stderr, "bench: -mic is noise or dtx")
+		os.Exit(2)
+	}
 	if o.start != "uniform" && o.start != "pause" {
 		fmt.Fprintln(os.Stderr, "bench: -start is uniform or pause")
 		os.Exit(2)

@@ -18,7 +18,7 @@ func TestVoiceBenchmark(t *testing.T) {
 	var out strings.Builder
 	reps, err := voiceBench(ctx, options{ns: []int{2}, turns: 1, interruptEvery: 1, voiceCycle: time.Second,
 		think: time.Second, turnTimeout: time.Minute, joinParallel: 2, pace: "realistic", reasoning: "on", postgres: "on",
-		sttTransport: "realtime", bot: bin}, &out)
+		sttTransport: "realtime", mic: "dtx", bot: bin}, &out)
 	t.Log("\n" + out.String())
 	if err != nil {
 		t.Fatal(err)

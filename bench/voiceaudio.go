@@ -3,14 +3,13 @@ package main
 import (
 	"context"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/livekit/media-sdk"
-	"github.com/livekit/media-sdk/opus"
-	protoLogger "github.com/livekit/protocol/logger"
+	"github.com/pion/rtp"
 	"github.com/pion/webrtc/v4"
-	pionmedia "github.com/pion/webrtc/v4/pkg/media"
 
 	"github.com/alicia-voice/alicia/internal/speechtest"
 )
@@ -43,29 +42,18 @@ type phrase struct {
 }
 
 // voiceAudio renders the phrases with espeak-ng and encodes them as 20 ms
-// Opus frames, and a second of a quiet room's noise for between them (a
-// microphone sends all the time; so do these).
-func voiceAudio() (questions []phrase, interrupt phrase, noise [][]byte, err error) {
-	encode := func(pcm []int16) ([][]byte, error) {
-		w := &frameCollector{}
-		enc, err := opus.Encode(w, 1, protoLogger.GetLogger())
-		if err != nil {
-			return nil, err
-		}
-		n := opusRate * int(frame/time.Millisecond) / 1000
-		for i := 0; i+n <= len(pcm); i += n {
-			if err := enc.WriteSample(pcm[i : i+n]); err != nil {
-				return nil, err
-			}
-		}
-		return w.frames, nil
-	}
+// Opus frames, and what a microphone sends between them: with dtx, a
+// client in Opus DTX in a quiet room (a packet every 400 ms or so, as
+// LiveKit's clients publish a microphone); without, a second of a quiet
+// room's noise that never stops (a client without DTX, or a room too noisy
+// for it).
+func voiceAudio(dtx bool) (questions []phrase, interrupt phrase, between [][]byte, err error) {
 	say := func(text string) (phrase, error) {
 		pcm, err := speechtest.Speak(text, 140, opusRate)
 		if err != nil {
 			return phrase{}, err
 		}
-		f, err := encode(trimSilence(pcm))
+		f, err := speechtest.Opus(speechtest.Trim(pcm), opusRate, dtx)
 		return phrase{text: text, frames: f}, err
 	}
 	for _, q := range voiceQuestions {
@@ -78,39 +66,23 @@ func voiceAudio() (questions []phrase, interrupt phrase, noise [][]byte, err err
 	if interrupt, err = say(interruption); err != nil {
 		return nil, phrase{}, nil, err
 	}
-	noise, err = encode(speechtest.Noise(1000, opusRate, 7))
-	return questions, interrupt, noise, err
-}
-
-// trimSilence drops the silence espeak-ng leaves around speech, so that
-// the last frame sent is the end of the voice.
-func trimSilence(pcm []int16) []int16 {
-	loud := func(v int16) bool { return v > 500 || v < -500 }
-	start, end := 0, len(pcm)
-	for start < end && !loud(pcm[start]) {
-		start++
+	if dtx {
+		// Digital silence, because libopus (1.3) never goes into DTX on
+		// white noise, even at -90 dBFS; a browser's noise suppression
+		// leaves a quiet room close to it. A minute of it, so that the
+		// encoder's way into DTX is not repeated every second.
+		between, err = speechtest.Opus(speechtest.Silence(60_000, opusRate), opusRate, true)
+	} else {
+		between, err = speechtest.Opus(speechtest.Noise(1000, opusRate, 7), opusRate, false)
 	}
-	for end > start && !loud(pcm[end-1]) {
-		end--
-	}
-	return pcm[start:end]
+	return questions, interrupt, between, err
 }
 
-type frameCollector struct{ frames [][]byte }
-
-func (c *frameCollector) String() string  { return "bench-frames" }
-func (c *frameCollector) SampleRate() int { return opusRate }
-func (c *frameCollector) Close() error    { return nil }
-func (c *frameCollector) WriteSample(s opus.Sample) error {
-	c.frames = append(c.frames, append([]byte(nil), s...))
-	return nil
-}
-
-// mic is a user's microphone track: noise, and the phrases it is told to
-// say, 20 ms at a time at real-time pace.
+// mic is a user's microphone track: what it sends between phrases, and
+// the phrases it is told to say, 20 ms at a time at real-time pace.
 type mic struct {
-	track *webrtc.TrackLocalStaticSample
-	noise [][]byte
+	track   *webrtc.TrackLocalStaticRTP
+	between [][]byte // a nil frame is not sent
 
 	mu  sync.Mutex
 	cur *utterance
@@ -134,17 +106,23 @@ func (m *mic) say(p phrase) *utterance {
 	return u
 }
 
-// run sends a frame every 20 ms until ctx ends.
+// run sends a frame every 20 ms until ctx ends. It writes RTP itself
+// because a sample track takes a frame not sent for a lost packet: the
+// RTP clock runs on over frames not sent while sequence numbers stay
+// continuous, which is how a receiver tells DTX from loss.
 func (m *mic) run(ctx context.Context) {
 	tick := time.NewTicker(frame)
 	defer tick.Stop()
-	for k := 0; ; k++ {
+	seq, ts := uint16(rand.Uint32()), rand.Uint32()
+	sent, rest := false, 0
+	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		data := m.noise[k%len(m.noise)]
+		data := m.between[rest%len(m.between)]
+		rest++
 		m.mu.Lock()
 		if u := m.cur; u != nil {
 			data = u.frames[u.next]
@@ -156,10 +134,17 @@ func (m *mic) run(ctx context.Context) {
 				u.ended = now.Add(frame)
 				m.cur = nil
 				close(u.done)
+				rest = 0
 			}
 		}
 		m.mu.Unlock()
-		_ = m.track.WriteSample(pionmedia.Sample{Data: data, Duration: frame})
+		if data != nil {
+			// The first packet after a gap starts a talkspurt (RFC 3551 §4.1).
+			_ = m.track.WriteRTP(&rtp.Packet{Header: rtp.Header{Version: 2, Marker: !sent, SequenceNumber: seq, Timestamp: ts}, Payload: data})
+			seq++
+		}
+		sent = data != nil
+		ts += opusRate / 50
 	}
 }
 

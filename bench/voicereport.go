@@ -17,6 +17,7 @@ import (
 // voiceReport is one N's figures.
 type voiceReport struct {
 	n, users     int
+	mic          string // what the microphones send between phrases (-mic)
 	joinFailures []string
 	turns        []voiceTurn
 	wall         time.Duration
@@ -183,8 +184,8 @@ func (r *voiceReport) print(w io.Writer) {
 			misheard++
 		}
 	}
-	fmt.Fprintf(w, "\nvoice: %d users (%d failed to join), %d spoken turns over %v, %d failed, %d talked over, %d misheard\n",
-		r.users, len(r.joinFailures), len(r.turns), r.wall.Round(time.Second), failed, interrupted, misheard)
+	fmt.Fprintf(w, "\nvoice: %d users (%d failed to join; microphones: %s), %d spoken turns over %v, %d failed, %d talked over, %d misheard\n",
+		r.users, len(r.joinFailures), r.mic, len(r.turns), r.wall.Round(time.Second), failed, interrupted, misheard)
 	fmt.Fprintf(w, "  speech the recogniser returned no words for (the bot counted it and started no turn): %d\n", r.unrecognised())
 	if len(reasons) > 0 {
 		var rs []string

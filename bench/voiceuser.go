@@ -31,9 +31,9 @@ type voiceUser struct {
 }
 
 // joinVoice joins a new conversation as a client that plays audio and
-// shows reasoning, publishes a microphone sending noise, and listens to
-// the bot's track.
-func joinVoice(ctx context.Context, api, secret, identity string, noise [][]byte) (*voiceUser, error) {
+// shows reasoning, publishes a microphone sending between when it says
+// nothing, and listens to the bot's track.
+func joinVoice(ctx context.Context, api, secret, identity string, between [][]byte) (*voiceUser, error) {
 	e := &ear{}
 	var tracks []*lkmedia.PCMRemoteTrack
 	var mu sync.Mutex
@@ -69,7 +69,7 @@ func joinVoice(ctx context.Context, api, secret, identity string, noise [][]byte
 			r.Close()
 		}
 	}
-	track, err := webrtc.NewTrackLocalStaticSample(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus}, "mic", identity)
+	track, err := webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus}, "mic", identity)
 	if err != nil {
 		u.leave()
 		return nil, err
@@ -87,7 +87,7 @@ func joinVoice(ctx context.Context, api, secret, identity string, noise [][]byte
 		u.leave()
 		return nil, ctx.Err()
 	}
-	return &voiceUser{user: u, mic: &mic{track: track, noise: noise}, ear: e}, nil
+	return &voiceUser{user: u, mic: &mic{track: track, between: between}, ear: e}, nil
 }
 
 // voiceTurn is what a user heard of one spoken question.

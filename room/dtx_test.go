@@ -8,59 +8,81 @@ import (
 	lksdk "github.com/livekit/server-sdk-go/v2"
 	"github.com/pion/webrtc/v4"
 	pionmedia "github.com/pion/webrtc/v4/pkg/media"
-	"gopkg.in/hraban/opus.v2"
 
 	"github.com/alicia-voice/alicia/internal/speechtest"
 	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/room"
 )
 
-// dtxPackets encodes pcm (48 kHz mono) as a browser's WebRTC stack
-// sends it with Opus DTX on, LiveKit's clients' default: in silence the
-// encoder gives packets of a byte or two, and only the first of a run is
-// sent.
-func dtxPackets(t *testing.T, pcm []int16) [][]byte {
-	t.Helper()
-	enc, err := opus.NewEncoder(48000, 1, opus.AppVoIP)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := enc.SetDTX(true); err != nil {
-		t.Fatal(err)
-	}
-	var out [][]byte
-	inDTX := false
-	for i := 0; i+960 <= len(pcm); i += 960 {
-		buf := make([]byte, 1500)
-		n, err := enc.Encode(pcm[i:i+960], buf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n <= 2 {
-			if inDTX {
-				out = append(out, nil) // nothing sent for these 20 ms
-				continue
-			}
-			inDTX = true
-		} else {
-			inDTX = false
-		}
-		out = append(out, buf[:n])
-	}
-	return out
-}
-
-// A microphone that stops sending when its user stops talking (Opus DTX,
-// or a muted track) still ends the utterance: the time without packets
-// reaches the stage as silence, or the endpointer would wait for silence
-// that never comes.
+// A microphone that stops sending when its user stops talking still ends
+// the utterance, or the endpointer would wait for silence that never
+// comes. A client stops sending in Opus DTX (LiveKit's clients' default),
+// which its last packet says; the bot hears the time without packets as
+// silence. A client that stops its track on mute (livekit-client's
+// stopMicTrackOnMute) sends nothing at all, and livekit-server then sends
+// a second of Opus silence in its place, which ends the utterance too.
 func TestMicThatGoesQuietEndsTheUtterance(t *testing.T) {
 	lk := testenv.StartLiveKit(t)
 	question := "What is the weather like in Paris today?"
 	speechURL := speechServer(t, question)
-	const roomName = "conv_dtx_mic"
+	speech := speechtest.Trim(speechtest.Render(t, question, 140, 48000))
 
-	heard := newSink()
+	for _, tc := range []struct {
+		name string
+		dtx  bool // else the track is muted after the last packet
+		// tail is the silence sent after the question: in DTX, the
+		// encoder's way into it; muted, none, so that only the mute can
+		// end the utterance.
+		tail int
+	}{{"dtx", true, 300}, {"stopped on mute", false, 0}} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Half a second of digital silence, the question and the tail;
+			// then the client sends nothing.
+			pcm := append(append(speechtest.Silence(500, 48000), speech...), speechtest.Silence(tc.tail, 48000)...)
+			packets, err := speechtest.Opus(pcm, 48000, tc.dtx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			heard := newSink()
+			mic, pub, track := listenedMic(t, lk, "conv_quiet_mic_"+map[bool]string{true: "dtx", false: "mute"}[tc.dtx], heard)
+			done := make(chan struct{})
+			defer func() { <-done }()
+			go func() {
+				defer close(done)
+				tick := time.NewTicker(20 * time.Millisecond)
+				defer tick.Stop()
+				for i, p := range packets {
+					<-tick.C
+					if p == nil {
+						continue
+					}
+					// The RTP clock runs on over the frames not sent.
+					d := 20 * time.Millisecond
+					for j := i + 1; j < len(packets) && packets[j] == nil; j++ {
+						d += 20 * time.Millisecond
+					}
+					_ = track.WriteSample(pionmedia.Sample{Data: p, Duration: d})
+				}
+				if !tc.dtx {
+					pub.SetMuted(true)
+				}
+			}()
+			defer mic.Close()
+
+			got := recognise(t, speechURL, utterance(t, heard, 30*time.Second))
+			t.Logf("the bot heard %q", got)
+			if speechtest.WER(question, got) > 0.2 {
+				t.Fatalf("the bot heard %q for %q", got, question)
+			}
+		})
+	}
+}
+
+// listenedMic publishes a user's microphone in a room of its own, with a
+// bot decoding it into heard as its session does, once the bot listens.
+// Close the decoder to stop.
+func listenedMic(t *testing.T, lk *testenv.LiveKit, roomName string, heard *pcmSink) (interface{ Close() error }, *lksdk.LocalTrackPublication, *webrtc.TrackLocalStaticSample) {
+	t.Helper()
 	listening := make(chan interface{ Close() error }, 1)
 	botCB := lksdk.NewRoomCallback()
 	botCB.OnTrackSubscribed = func(track *webrtc.TrackRemote, pub *lksdk.RemoteTrackPublication, rp *lksdk.RemoteParticipant) {
@@ -79,57 +101,26 @@ func TestMicThatGoesQuietEndsTheUtterance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer bot.Disconnect()
+	t.Cleanup(bot.Disconnect)
 	user, err := lksdk.ConnectToRoom(lk.URL, lksdk.ConnectInfo{APIKey: lk.APIKey, APISecret: lk.APISecret, RoomName: roomName,
 		ParticipantIdentity: "user"}, lksdk.NewRoomCallback())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer user.Disconnect()
+	t.Cleanup(user.Disconnect)
 	track, err := webrtc.NewTrackLocalStaticSample(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: 48000, Channels: 2}, "mic", "user")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := user.LocalParticipant.PublishTrack(track, &lksdk.TrackPublicationOptions{Name: "mic", Source: livekit.TrackSource_MICROPHONE}); err != nil {
+	pub, err := user.LocalParticipant.PublishTrack(track, &lksdk.TrackPublicationOptions{Name: "mic", Source: livekit.TrackSource_MICROPHONE})
+	if err != nil {
 		t.Fatal(err)
 	}
-	var mic interface{ Close() error }
 	select {
-	case mic = <-listening:
+	case mic := <-listening:
+		return mic, pub, track
 	case <-time.After(15 * time.Second):
 		t.Fatal("the bot never subscribed to the user's microphone")
 	}
-	defer mic.Close()
-
-	// Half a second of digital silence (DTX from the start), the
-	// question and the encoder's own hangover into the silence after it;
-	// then the client sends nothing, as a track muted then does, and as
-	// DTX does but for a comfort-noise update every 400 ms.
-	pcm := append(append(speechtest.Silence(500, 48000), speechtest.Render(t, question, 140, 48000)...), speechtest.Silence(300, 48000)...)
-	packets := append(dtxPackets(t, pcm), make([][]byte, 100)...)
-	done := make(chan struct{})
-	defer func() { <-done }()
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(20 * time.Millisecond)
-		defer tick.Stop()
-		for i, p := range packets {
-			<-tick.C
-			if p == nil {
-				continue
-			}
-			// The RTP clock runs on over the frames not sent.
-			d := 20 * time.Millisecond
-			for j := i + 1; j < len(packets) && packets[j] == nil; j++ {
-				d += 20 * time.Millisecond
-			}
-			_ = track.WriteSample(pionmedia.Sample{Data: p, Duration: d})
-		}
-	}()
-
-	got := recognise(t, speechURL, utterance(t, heard, 30*time.Second))
-	t.Logf("the bot heard %q", got)
-	if speechtest.WER(question, got) > 0.2 {
-		t.Fatalf("the bot heard %q for %q", got, question)
-	}
+	return nil, nil, nil
 }

@@ -52,6 +52,20 @@ func Speak(text string, rate, sampleRate int) ([]int16, error) {
 	return pcm, nil
 }
 
+// Trim cuts the silence espeak-ng pads its speech with from both ends,
+// so that the first and last samples are voice.
+func Trim(pcm []int16) []int16 {
+	loud := func(v int16) bool { return v > 500 || v < -500 }
+	start, end := 0, len(pcm)
+	for start < end && !loud(pcm[start]) {
+		start++
+	}
+	for end > start && !loud(pcm[end-1]) {
+		end--
+	}
+	return pcm[start:end]
+}
+
 // Silence is d milliseconds of digital silence.
 func Silence(ms, sampleRate int) []int16 { return make([]int16, ms*sampleRate/1000) }
 

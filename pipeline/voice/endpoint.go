@@ -221,11 +221,17 @@ func (e *Endpointer) Push(frame []int16) ([]EndpointEvent, error) {
 	if len(frame) != FrameSamples {
 		return nil, fmt.Errorf("frame of %d samples; want %d", len(frame), FrameSamples)
 	}
-	voice, err := e.vad.Process(InputRate, pcmBytes(frame))
-	if err != nil {
-		return nil, err
-	}
 	level := rms(frame)
+	// Below minLevel a frame is silence whatever the VAD says, so the VAD
+	// is spared it: the silence a client in DTX leaves between utterances
+	// is most of what it sends.
+	voice := false
+	if level > minLevel {
+		var err error
+		if voice, err = e.vad.Process(InputRate, pcmBytes(frame)); err != nil {
+			return nil, err
+		}
+	}
 	loud := level > e.floor*math.Pow(10, e.cfg.NoiseMarginDB/20) && level > minLevel
 	voiced := voice && loud
 	if !voice || !e.floorSet || !e.inSpeech {

@@ -17,7 +17,7 @@ func spokenWith(t *testing.T, words []string, pause func(i int) time.Duration) [
 		if i > 0 {
 			pcm = append(pcm, speechtest.Silence(int(pause(i).Milliseconds()), rate)...)
 		}
-		pcm = append(pcm, trim(speechtest.Render(t, w, 160, rate))...)
+		pcm = append(pcm, speechtest.Trim(speechtest.Render(t, w, 160, rate))...)
 	}
 	return append(pcm, speechtest.Silence(2500, rate)...)
 }

@@ -36,15 +36,6 @@ func voiceEnd(pcm []int16) int {
 	return 0
 }
 
-// trim cuts espeak-ng's padding from both ends.
-func trim(pcm []int16) []int16 {
-	start := 0
-	for start < len(pcm) && pcm[start] < 500 && pcm[start] > -500 {
-		start++
-	}
-	return pcm[start:voiceEnd(pcm)]
-}
-
 type seen struct {
 	kind voice.EndpointEventKind
 	at   time.Duration // audio time of the frame that completed the event
@@ -149,8 +140,8 @@ func TestEndpointerIgnoresClicksAndNoise(t *testing.T) {
 // A pause after words that cannot end a sentence is waited out; the same
 // pause after a finished sentence ends the utterance.
 func TestEndpointerWaitsLongerWhenUnfinished(t *testing.T) {
-	first := trim(speechtest.Render(t, "What is the weather like in", 140, rate))
-	second := trim(speechtest.Render(t, "Paris today?", 140, rate))
+	first := speechtest.Trim(speechtest.Render(t, "What is the weather like in", 140, rate))
+	second := speechtest.Trim(speechtest.Render(t, "Paris today?", 140, rate))
 	pcm := append(speechtest.Silence(300, rate), first...)
 	pcm = append(pcm, speechtest.Silence(1000, rate)...)
 	pcm = append(pcm, second...)
