@@ -207,6 +207,10 @@ func (r *voiceReport) print(w io.Writer) {
 	fmt.Fprintf(w, "    %-22s %s / %s  (%d)\n", "barge-in onset → paused", r.stages.pct("barge_in", 0.5), r.stages.pct("barge_in", 0.95), int(r.stages["barge_in"].count))
 	fmt.Fprintf(w, "  bot: %.2f%% of a core per voice conversation (%.2f CPU-s per conversation-minute; idle bot %.2f%% of a core, not included), %.2f MB RSS per voice conversation\n",
 		100*r.perConversation(), r.perConversation()*60, 100*r.idle, r.rssPer/1e6)
+	// What a conversation costs a minute depends on how often its user
+	// speaks, which a starved machine slows: per spoken turn it does not.
+	fmt.Fprintf(w, "  bot: %.0f CPU-ms per spoken turn, at %.2f spoken turns per conversation-minute\n",
+		1000*r.perConversation()*float64(r.users)*r.wall.Seconds()/float64(max(1, len(r.turns))), float64(len(r.turns))/float64(max(1, r.users))/r.wall.Minutes())
 	fmt.Fprintf(w, "  CPU over the turns (cores): bot %.2f, livekit-server %.2f, users %.2f, speech servers %.2f\n",
 		r.cpu/r.wall.Seconds(), r.lkCPU/r.wall.Seconds(), r.selfCPU/r.wall.Seconds(), r.speechCPU/r.wall.Seconds())
 }
