@@ -65,13 +65,7 @@ func groupAgent(t *testing.T, lk *testenv.LiveKit, phrases ...string) (room.Conf
 	ms := httptest.NewServer(model.Handler())
 	t.Cleanup(ms.Close)
 	client, _ := llm.New(llm.Config{Backend: "openai", URL: ms.URL + "/vllm/v1", Model: "Qwen3-8B"})
-	sp, err := speechstandin.New(speechstandin.Config{Phrases: phrases, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sp.Close() })
-	speech := httptest.NewServer(sp.Handler())
-	t.Cleanup(speech.Close)
+	speech := speechtest.Server(t, phrases...)
 
 	mem := storage.NewMemory(storage.ReasoningPlain)
 	cfg := room.Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-voice"}
@@ -79,8 +73,8 @@ func groupAgent(t *testing.T, lk *testenv.LiveKit, phrases ...string) (room.Conf
 	engine := pipeline.NewEngine(pipeline.Config{LLM: client, Thinking: true, Logger: log}, mem)
 	agent := room.NewAgent(cfg, mem, room.NewMetrics(nil), func(id string) room.Conversation { return engine.Open(id) }, log)
 	agent.EnableVoice(room.VoiceConfig{OutputRate: speechstandin.PCMRate, Stage: voice.Config{
-		Recognizer:  &voice.OpenAIRecognizer{URL: speech.URL + "/v1", Streaming: true},
-		Synthesizer: &voice.OpenAISynthesizer{URL: speech.URL + "/v1", Format: "pcm", PCMRate: speechstandin.PCMRate},
+		Recognizer:  &voice.OpenAIRecognizer{URL: speech + "/v1", Streaming: true},
+		Synthesizer: &voice.OpenAISynthesizer{URL: speech + "/v1", Format: "pcm", PCMRate: speechstandin.PCMRate},
 		Logger:      log,
 	}})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -2,8 +2,6 @@ package room_test
 
 import (
 	"context"
-	"log/slog"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -85,20 +83,6 @@ func utterance(t *testing.T, s *pcmSink, within time.Duration) []int16 {
 	}
 }
 
-// speechServer serves the speech stand-in, recognising only phrases, for
-// the test's duration.
-func speechServer(t *testing.T, phrases ...string) string {
-	t.Helper()
-	sp, err := standin.New(standin.Config{Phrases: phrases, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sp.Close() })
-	srv := httptest.NewServer(sp.Handler())
-	t.Cleanup(srv.Close)
-	return srv.URL
-}
-
 func recognise(t *testing.T, base string, pcm []int16) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -124,7 +108,7 @@ func recognise(t *testing.T, base string, pcm []int16) string {
 func TestVoiceTracksOverLiveKit(t *testing.T) {
 	lk := testenv.StartLiveKit(t)
 	question, answer := "What is the weather like in Paris today?", "How far is the moon?"
-	speechURL := speechServer(t, question, answer, "stop")
+	speechURL := speechtest.Server(t, question, answer, "stop")
 	const roomName = "conv_voice_tracks"
 
 	heard := newSink()

@@ -24,7 +24,7 @@ import (
 func TestMicThatGoesQuietEndsTheUtterance(t *testing.T) {
 	lk := testenv.StartLiveKit(t)
 	question := "What is the weather like in Paris today?"
-	speechURL := speechServer(t, question)
+	speechURL := speechtest.Server(t, question)
 	speech := speechtest.Trim(speechtest.Render(t, question, 140, 48000))
 
 	for _, tc := range []struct {

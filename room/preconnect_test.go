@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/binary"
 	"io"
-	"log/slog"
 	"net/http/httptest"
 	"strconv"
 	"strings"
@@ -193,21 +192,15 @@ func preconnectAgent(t *testing.T, lk *testenv.LiveKit, phrases ...string) (*Age
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp, err := speechstandin.New(speechstandin.Config{Phrases: phrases, Log: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sp.Close() })
-	speech := httptest.NewServer(sp.Handler())
-	t.Cleanup(speech.Close)
+	speech := speechtest.Server(t, phrases...)
 	mem := storage.NewMemory(storage.ReasoningPlain)
 	log := testLogger()
 	engine := pipeline.NewEngine(pipeline.Config{LLM: client, Thinking: true, Logger: log}, mem)
 	cfg := Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-preconnect", EmptyTimeout: 5 * time.Second}
 	a := NewAgent(cfg, mem, NewMetrics(nil), func(id string) Conversation { return engine.Open(id) }, log)
 	a.EnableVoice(VoiceConfig{OutputRate: speechstandin.PCMRate, Stage: voice.Config{
-		Recognizer:  &voice.OpenAIRecognizer{URL: speech.URL + "/v1", Streaming: true},
-		Synthesizer: &voice.OpenAISynthesizer{URL: speech.URL + "/v1", Format: "pcm", PCMRate: speechstandin.PCMRate},
+		Recognizer:  &voice.OpenAIRecognizer{URL: speech + "/v1", Streaming: true},
+		Synthesizer: &voice.OpenAISynthesizer{URL: speech + "/v1", Format: "pcm", PCMRate: speechstandin.PCMRate},
 		Logger:      log,
 	}})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -5,14 +5,31 @@ package speechtest
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
 	"math"
+	"net/http/httptest"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/alicia-voice/alicia/pipeline/voice"
+	"github.com/alicia-voice/alicia/pipeline/voice/standin"
 )
+
+// Server serves the speech stand-in, recognising only phrases, for the
+// test's duration, and returns its base URL (the API is under /v1).
+func Server(t testing.TB, phrases ...string) string {
+	t.Helper()
+	sp, err := standin.New(standin.Config{Phrases: phrases, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sp.Close() })
+	srv := httptest.NewServer(sp.Handler())
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
 
 // Render speaks text with espeak-ng at words-per-minute rate (140 is what
 // pocketsphinx recognises well) and returns it as mono PCM at sampleRate.
