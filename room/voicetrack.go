@@ -22,12 +22,18 @@ import (
 //     cleanly, then one every 400 ms; the RTP timestamps jump over the gap
 //     while sequence numbers stay continuous, which is how receivers tell
 //     discontinuous transmission from loss.
-//   - It encodes at complexity 3, not libopus's default of 10: 44% of
-//     the CPU, 6.6 against 14.8 ms per second of speech, and 6.6
-//     against 8.1 at complexity 5 (BenchmarkVoiceEncode), which took the
-//     bot from 1.01% to 0.91% of a core per voice conversation at 50
-//     (medians of 3 runs); the speech is still recognised on the far
-//     side (TestVoiceTracksOverLiveKit).
+//   - It encodes with Opus's CELT layer alone (libopus's restricted
+//     low-delay mode) at 40 kbit/s and complexity 5, not with SILK or
+//     the hybrid of both, which libopus picks for VoIP: 2.2 against 5.7
+//     ms of CPU per second of speech at the complexity 3 this track used
+//     before, and 16 at libwebrtc's defaults for a mono voice (VoIP,
+//     complexity 9, 32 kbit/s). Encoding was a third of the bot's CPU in a voice
+//     conversation. What reaches the listener is no further from the
+//     synthesised speech, by log-spectral distance up to 8 kHz, than
+//     libwebrtc's (6.6 against 6.7 dB, and 8.1 at the old setting;
+//     BenchmarkVoiceEncode), and the speech is recognised on the far side
+//     (TestVoiceTracksOverLiveKit). CELT's lower delay takes 4 ms off
+//     every answer too.
 type voiceTrack struct {
 	*webrtc.TrackLocalStaticRTP
 	encoder *opus.Encoder
@@ -56,11 +62,35 @@ const (
 	// track goes quiet, and dtxInterval how often it then sends one.
 	trailingSilence = 5
 	dtxInterval     = 20
-	// voiceComplexity is the encoder's (0–10).
-	voiceComplexity = 3
 	// maxPacket is more than a 20 ms Opus frame can take at any bitrate.
 	maxPacket = 1500
 )
+
+// opusEncoding is how libopus encodes a track.
+type opusEncoding struct {
+	app        opus.Application
+	complexity int // 0–10
+	bitrate    int // bit/s; 0 leaves it to libopus
+}
+
+// trackEncoding is the agent's voice track's.
+var trackEncoding = opusEncoding{app: opus.AppRestrictedLowdelay, complexity: 5, bitrate: 40000}
+
+func (e opusEncoding) encoder(rate int) (*opus.Encoder, error) {
+	enc, err := opus.NewEncoder(rate, 1, e.app)
+	if err != nil {
+		return nil, err
+	}
+	if err := enc.SetComplexity(e.complexity); err != nil {
+		return nil, err
+	}
+	if e.bitrate > 0 {
+		if err := enc.SetBitrate(e.bitrate); err != nil {
+			return nil, err
+		}
+	}
+	return enc, nil
+}
 
 // opusRates are the input rates libopus encodes.
 var opusRates = []int{8000, 12000, 16000, 24000, 48000}
@@ -80,11 +110,8 @@ func newVoiceTrack(rate int) (*voiceTrack, error) {
 	if err != nil {
 		return nil, err
 	}
-	enc, err := opus.NewEncoder(rate, 1, opus.AppVoIP)
+	enc, err := trackEncoding.encoder(rate)
 	if err != nil {
-		return nil, err
-	}
-	if err := enc.SetComplexity(voiceComplexity); err != nil {
 		return nil, err
 	}
 	return &voiceTrack{TrackLocalStaticRTP: track, encoder: enc, frame: rate * int(voiceFrame/time.Millisecond) / 1000,
