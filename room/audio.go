@@ -215,13 +215,6 @@ func newMicDecoder(in micInput) (opus.Writer, error) {
 	return dtxWatch{Writer: dec, mic: w}, nil
 }
 
-// micGap is how long a microphone in DTX may send nothing before the
-// time it does not is heard as silence. The time is written at once
-// when it is, so endpointing loses nothing to the wait as long as micGap
-// is shorter than the shortest silence that ends an utterance (250 ms,
-// adaptive).
-const micGap = 200 * time.Millisecond
-
 // micFrame is the silence written at a time, and how often.
 const micFrame = 20 * time.Millisecond
 
@@ -247,13 +240,18 @@ func (d dtxWatch) WriteSample(s opus.Sample) error {
 // with Opus DTX: in silence (a muted track too) they send a packet every
 // 400 ms. The stage hears time only through samples, so without them
 // the silence that ends an utterance would come 20 ms every 400 ms.
-// After micGap without audio from a client in DTX, the missing time is
-// written as silence at once, then as it passes, until audio comes
-// again: what was decoded and what was filled add up to the time that
-// passed. Only in DTX: packets late for any other reason (the network,
-// or a bot too busy to read them in time) are speech on its way, and
-// silence written in their place would cut an utterance in two. The
-// timer runs only while the client is in DTX.
+// Once a client has said it is in DTX, the time it sends nothing is
+// written as silence as it passes, until audio comes again: what was
+// decoded and what was filled add up to the time that passed. It is not
+// held back: the end of an utterance is timed from the silence as it
+// arrives, so silence written late makes every answer late. (Waiting
+// 200 ms before filling, as this did, cost 200 ms after each of the
+// comfort-noise packets a client in DTX sends every 400 ms, and 0.3 s
+// at the median from the end of speech to the first audio in the voice
+// benchmark.) Only in DTX: packets late for any other reason (the
+// network, or a bot too busy to read them in time) are speech on its
+// way, and silence written in their place would cut an utterance in
+// two. The timer runs only while the client is in DTX.
 type micWriter struct {
 	in    micInput
 	quiet atomic.Bool // the last packet said the client is in DTX
@@ -269,7 +267,7 @@ func (m *micWriter) watch() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.timer == nil && !m.closed {
-		m.timer = time.AfterFunc(max(0, time.Until(m.covered.Add(micGap))), m.fill)
+		m.timer = time.AfterFunc(max(0, time.Until(m.covered.Add(micFrame))), m.fill)
 	}
 }
 
@@ -283,9 +281,9 @@ func (m *micWriter) WriteSample(s media.PCM16Sample) error {
 	return m.in.Write(s)
 }
 
-// fill runs on the timer: it writes the time not covered as silence
-// once micGap has passed without audio from a client in DTX, and sets
-// the timer for the next check, until the client leaves DTX.
+// fill runs on the timer: it writes the time not covered as silence,
+// in whole frames, and sets the timer for the next, until the client
+// leaves DTX.
 func (m *micWriter) fill() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -297,16 +295,13 @@ func (m *micWriter) fill() {
 		return
 	}
 	now := time.Now()
-	next := m.covered.Add(micGap).Sub(now)
-	if next <= 0 {
-		frames := int(now.Sub(m.covered) / micFrame)
+	if frames := int(now.Sub(m.covered) / micFrame); frames > 0 {
 		// Written under mu, so that it never lands between a packet's
 		// audio and the next; in.Write does not block.
 		_ = m.in.Write(make([]int16, frames*voice.InputRate*int(micFrame/time.Millisecond)/1000))
 		m.covered = m.covered.Add(time.Duration(frames) * micFrame)
-		next = m.covered.Add(micFrame).Sub(now)
 	}
-	m.timer.Reset(next)
+	m.timer.Reset(m.covered.Add(micFrame).Sub(now))
 }
 
 func (m *micWriter) Close() error {
