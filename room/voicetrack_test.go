@@ -11,6 +11,7 @@ import (
 	lksdk "github.com/livekit/server-sdk-go/v2"
 	"github.com/pion/rtp"
 	"github.com/pion/webrtc/v4"
+	"gopkg.in/hraban/opus.v2"
 
 	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/room"
@@ -48,7 +49,7 @@ func TestVoiceTrackIsQuietBetweenSounds(t *testing.T) {
 	type packet struct {
 		at     time.Time
 		header rtp.Header
-		size   int
+		loud   bool
 	}
 	var mu sync.Mutex
 	var got []packet
@@ -57,14 +58,31 @@ func TestVoiceTrackIsQuietBetweenSounds(t *testing.T) {
 	cb := lksdk.NewRoomCallback()
 	cb.OnTrackSubscribed = func(track *webrtc.TrackRemote, _ *lksdk.RemoteTrackPublication, _ *lksdk.RemoteParticipant) {
 		close(subscribed)
+		// Each packet is decoded to tell sound from silence: the track's
+		// encoder spends as many bytes on either.
+		dec, err := opus.NewDecoder(48000, 1)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		pcm := make([]int16, 48000/50)
 		go func() {
 			for {
 				p, _, err := track.ReadRTP()
 				if err != nil {
 					return
 				}
+				n, err := dec.Decode(p.Payload, pcm)
+				if err != nil {
+					t.Errorf("decoding the agent's voice: %v", err)
+					return
+				}
+				var sum float64
+				for _, v := range pcm[:n] {
+					sum += float64(v) * float64(v)
+				}
 				mu.Lock()
-				got = append(got, packet{at: time.Now(), header: p.Header, size: len(p.Payload)})
+				got = append(got, packet{at: time.Now(), header: p.Header, loud: math.Sqrt(sum/float64(max(n, 1))) > 1000})
 				mu.Unlock()
 				select {
 				case arrived <- struct{}{}:
@@ -83,16 +101,13 @@ func TestVoiceTrackIsQuietBetweenSounds(t *testing.T) {
 	for i := range tone {
 		tone[i] = int16(8000 * math.Sin(2*math.Pi*440*float64(i)/rate))
 	}
-	// loud waits for the packets of a sound: Opus spends more than twice
-	// the bytes on a tone than on the silence after it (about 70 against
-	// about 30).
-	const loudBytes = 50
+	// loud waits for the packets of a sound.
 	loud := func(after int, wait time.Duration) (int, bool) {
 		deadline := time.After(wait)
 		for {
 			mu.Lock()
 			for i := after; i < len(got); i++ {
-				if got[i].size > loudBytes {
+				if got[i].loud {
 					mu.Unlock()
 					return i, true
 				}
@@ -148,7 +163,7 @@ func TestVoiceTrackIsQuietBetweenSounds(t *testing.T) {
 	defer mu.Unlock()
 	quiet := 0
 	for i := first + 1; i < second; i++ {
-		if got[i].size <= loudBytes {
+		if !got[i].loud {
 			quiet++
 		}
 	}
@@ -163,7 +178,7 @@ func TestVoiceTrackIsQuietBetweenSounds(t *testing.T) {
 		}
 	}
 	start := second
-	for start > first && got[start-1].size > loudBytes {
+	for start > first && got[start-1].loud {
 		start--
 	}
 	prev, next := got[start-1].header, got[start].header
