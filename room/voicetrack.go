@@ -27,13 +27,14 @@ import (
 //     the hybrid of both, which libopus picks for VoIP: 2.2 against 5.7
 //     ms of CPU per second of speech at the complexity 3 this track used
 //     before, and 16 at libwebrtc's defaults for a mono voice (VoIP,
-//     complexity 9, 32 kbit/s). Encoding was a third of the bot's CPU in a voice
-//     conversation. What reaches the listener is no further from the
-//     synthesised speech, by log-spectral distance up to 8 kHz, than
-//     libwebrtc's (6.6 against 6.7 dB, and 8.1 at the old setting;
+//     complexity 9, 32 kbit/s). Encoding was a third of the bot's CPU
+//     in a voice conversation. What reaches the listener is no further
+//     from the synthesised speech, by log-spectral distance up to 8 kHz,
+//     than libwebrtc's (6.6 against 6.7 dB, and 8.1 at the old setting;
 //     BenchmarkVoiceEncode), and the speech is recognised on the far side
 //     (TestVoiceTracksOverLiveKit). CELT's lower delay takes 4 ms off
-//     every answer too.
+//     every answer too. It spends as many bytes on silence as on sound,
+//     which costs little here: the track sends little silence.
 type voiceTrack struct {
 	*webrtc.TrackLocalStaticRTP
 	encoder *opus.Encoder
