@@ -32,21 +32,14 @@ func cpu() time.Duration {
 // bot per second of audio: for each user's microphone, Opus decoding with
 // libopus at 16 kHz (native-16k, what the bot does), against decoding at
 // 48 kHz and resampling to 16 kHz with soxr (48k-resampled, what the
-// SDK's PCMRemoteTrack does); for its own voice while it speaks, Opus
-// encoding (measured once over the same speech).
+// SDK's PCMRemoteTrack does). The bot's own voice is BenchmarkVoiceEncode's.
 func BenchmarkMicCPU(b *testing.B) {
 	speech := speechtest.Render(b, "What is the weather like in Paris today?", 140, 48000)
 	audio := time.Duration(len(speech)) * time.Second / 48000
-	var packets []opus.Sample
-	enc, err := opus.Encode(&collect{&packets}, 1, protoLogger.GetLogger())
+	packets, err := speechtest.Opus(speech, 48000, false)
 	if err != nil {
 		b.Fatal(err)
 	}
-	encStart := cpu()
-	for i := 0; i+960 <= len(speech); i += 960 {
-		_ = enc.WriteSample(speech[i : i+960])
-	}
-	encCPU := cpu() - encStart
 	for _, c := range []struct {
 		name    string
 		decoder func(*countingSink) (opus.Writer, error)
@@ -74,7 +67,6 @@ func BenchmarkMicCPU(b *testing.B) {
 			// Stops its DTX timer, were one running.
 			_ = dec.Close()
 			b.ReportMetric(float64(used.Microseconds())/(float64(b.N)*audio.Seconds()), "µs-CPU-decode/audio-s")
-			b.ReportMetric(float64(encCPU.Microseconds())/audio.Seconds(), "µs-CPU-encode/audio-s")
 			// The resampler holds a frame back.
 			if want := b.N * len(packets) * voice.InputRate / 50; sink.n < want-voice.InputRate/50 || sink.n > want {
 				b.Fatalf("decoded %d samples of %d packets, want %d at %d Hz", sink.n, b.N*len(packets), want, voice.InputRate)
@@ -82,13 +74,3 @@ func BenchmarkMicCPU(b *testing.B) {
 		})
 	}
 }
-
-type collect struct{ out *[]opus.Sample }
-
-func (c *collect) String() string  { return "collect" }
-func (c *collect) SampleRate() int { return 48000 }
-func (c *collect) WriteSample(s opus.Sample) error {
-	*c.out = append(*c.out, append(opus.Sample(nil), s...))
-	return nil
-}
-func (c *collect) Close() error { return nil }

@@ -12,8 +12,9 @@ import (
 
 // BenchmarkVoiceEncode: what the agent's voice track spends encoding a
 // second of synthesised speech at 24 kHz in 20 ms frames, as it sends
-// them, and how far the decoded speech is from what was synthesised (the
-// mean log-spectral distance up to 8 kHz, in dB): the track's encoding
+// them, how far the decoded speech is from what was synthesised (the
+// mean log-spectral distance up to 8 kHz, in dB) and how late it comes
+// out of the decoder (the codec's delay): the track's encoding
 // against libwebrtc's defaults for a mono voice and against the track's
 // earlier one.
 func BenchmarkVoiceEncode(b *testing.B) {
@@ -42,7 +43,9 @@ func BenchmarkVoiceEncode(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e6/float64(b.N)/(float64(len(pcm))/rate), "ms/audio-s")
-			b.ReportMetric(spectralDistance(b, pcm, roundTrip(b, c.opusEncoding, pcm, rate), rate), "dB-LSD")
+			distance, lag := spectralDistance(b, pcm, roundTrip(b, c.opusEncoding, pcm, rate), rate)
+			b.ReportMetric(distance, "dB-LSD")
+			b.ReportMetric(float64(lag)*1000/rate, "ms-delay")
 		})
 	}
 }
@@ -77,9 +80,9 @@ func roundTrip(b *testing.B, e opusEncoding, pcm []int16, rate int) []int16 {
 
 // spectralDistance is the mean log-spectral distance between ref and got,
 // up to 8 kHz, over the 20 ms frames of ref that carry sound, once got is
-// aligned to ref (the codec delays it).
-func spectralDistance(b *testing.B, ref, got []int16, rate int) float64 {
-	lag, best := 0, math.Inf(-1)
+// aligned to ref; lag is by how many samples the codec delayed it.
+func spectralDistance(b *testing.B, ref, got []int16, rate int) (distance float64, lag int) {
+	best := math.Inf(-1)
 	for l := range rate / 20 { // Opus delays by far less than 50 ms
 		s := 0.0
 		for i := 0; i+l < len(got) && i < len(ref); i++ {
@@ -128,5 +131,5 @@ func spectralDistance(b *testing.B, ref, got []int16, rate int) float64 {
 	if frames == 0 {
 		b.Fatal("no frame with sound")
 	}
-	return total / float64(frames)
+	return total / float64(frames), lag
 }
