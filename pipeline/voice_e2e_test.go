@@ -360,7 +360,16 @@ func voiceAgentWith(t testing.TB, lk *testenv.LiveKit, ms modelSetup, phrases ..
 
 	mem := storage.NewMemory(storage.ReasoningPlain)
 	cfg = room.Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-voice"}
-	log := slog.New(slog.DiscardHandler)
+	// The agent's log, to its debug lines, is shown when the test fails:
+	// a turn that never came says there where it stopped. Registered
+	// before the agent's own cleanup, so it runs after the agent stopped.
+	var logs syncLog
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent log:\n%s", logs.String())
+		}
+	})
 	engine := pipeline.NewEngine(pipeline.Config{LLM: client, Thinking: true, ThinkingPolicy: ms.thinking, Telemetry: ms.telemetry, Logger: log}, mem)
 	agent := room.NewAgent(cfg, mem, room.NewMetrics(nil), func(id string) room.Conversation { return engine.Open(id) }, log)
 	stage := voice.Config{
@@ -562,7 +571,16 @@ func (r *frameRecorder) waitFor(tb testing.TB, t time.Time, what string, is func
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	tb.Fatalf("no %s on the bot's track", what)
+	_, _, since := r.after(t, is)
+	var loud int
+	var tone float64
+	for _, f := range since {
+		if f.rms > 300 {
+			loud++
+			tone = max(tone, f.tone)
+		}
+	}
+	tb.Fatalf("no %s on the bot's track: %d frames since, %d of them loud, the most tonal %.2f", what, len(since), loud, tone)
 	return trackFrame{}, nil
 }
 

@@ -236,10 +236,12 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 						id, interrupts, shown, sinceInter = wire.NewID("msg"), false, false, 0
 						guessedAt, preempted = 0, ""
 						uid, at := id, c.at.Add(-ev.Speech)
+						log.Debug("voice: speech began", "message", uid)
 						s.post(func(l *loop) { l.onset(speaker, uid, at) })
 						rt.start(uid, e.Utterance())
 					case SpeechEnded:
 						uid, heard := id, heardAt{speechEnd: c.at.Add(-ev.Trailing), silent: c.at, endpointed: time.Now()}
+						log.Debug("voice: speech ended", "message", uid, "seconds", float64(len(ev.Audio))/InputRate)
 						// Posted first, so that the loop knows of the end
 						// before the transcript.
 						s.post(func(l *loop) { l.speechEnded(uid, heard) })
@@ -358,6 +360,7 @@ func (s *Stage) finish(ctx context.Context, log *slog.Logger, u utterance, speak
 			}
 		}()
 	}
+	log.Debug("voice: final transcript", "message", u.id, "text", text)
 	judged := s.do(ctx, func(l *loop) { q = l.recognised(u.id, speaker, text, at) })
 	if !judged || q.id == "" {
 		if judged && u.shown {
@@ -377,6 +380,7 @@ func (s *Stage) finish(ctx context.Context, log *slog.Logger, u utterance, speak
 		s.room.Transcript(ctx, Transcript{ID: u.id, Speaker: speaker, TrackID: trackID})
 	}
 	s.room.Transcript(ctx, Transcript{ID: q.id, Speaker: speaker, TrackID: trackID, Text: q.text, Final: true})
+	log.Debug("voice: the turn is asked", "message", q.id)
 	if err := s.asker.Ask(ctx, speaker, q.id, q.text); err != nil {
 		log.Warn("voice: the engine refused the turn", "err", err)
 	}

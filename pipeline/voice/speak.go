@@ -459,10 +459,12 @@ func (s *Stage) playCue(ctx context.Context, p *playback, at time.Time, src func
 	p.mu.Lock()
 	if p.answered || ctx.Err() != nil {
 		p.mu.Unlock()
+		s.cfg.Logger.Debug("voice: no thinking cue: the answer came first, or the turn ended", "message", p.turn.UserMessageID())
 		return
 	}
 	p.cue = cue
 	p.mu.Unlock()
+	s.cfg.Logger.Debug("voice: the thinking cue starts", "message", p.turn.UserMessageID())
 	tick := time.NewTicker(FrameDuration)
 	defer tick.Stop()
 	for {
