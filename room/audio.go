@@ -220,19 +220,85 @@ const micFrame = 20 * time.Millisecond
 
 // dtxWatch tells micWriter whether the client is in Opus DTX: WebRTC
 // stops sending in silence, and sends the first packet of a byte or two
-// that the encoder makes then, which says so.
+// that the encoder makes then, which says so. A client that sends without
+// DTX is taken as in DTX once its encoder has marked dtxHangover packets
+// in a row as holding no voice: they are not decoded, and micWriter fills
+// their time with silence, as for a client in DTX. Decoding them was most
+// of what such a client cost more than one in DTX (the voice benchmark
+// in the README), for audio the stage only ever hears as silence; the
+// first packet with voice in it is decoded again.
 type dtxWatch struct {
 	opus.Writer
 	mic *micWriter
 }
 
+// dtxHangover is how many packets without voice must come in a row before
+// they are skipped: libopus's own DTX waits as long (200 ms of 20 ms
+// packets), so that a pause inside a word is heard as it was.
+const dtxHangover = 10
+
 func (d dtxWatch) WriteSample(s opus.Sample) error {
 	dtx := len(s) <= 2
-	d.mic.quiet.Store(dtx)
-	if dtx {
+	skip := false
+	if !dtx {
+		if active, ok := voiceActivity(s); ok && !active {
+			d.mic.unvoiced++
+			skip = d.mic.unvoiced > dtxHangover
+		} else {
+			d.mic.unvoiced = 0
+		}
+	}
+	d.mic.quiet.Store(dtx || skip)
+	if dtx || skip {
 		d.mic.watch()
 	}
+	if skip {
+		return nil
+	}
 	return d.Writer.WriteSample(s)
+}
+
+// voiceActivity reads an Opus packet's voice-activity flags, which its
+// SILK layer carries for each of its frames (RFC 6716 §4.2.3); ok is false
+// when it has none to read (CELT alone, or a packet of more than two
+// frames, which WebRTC does not send), and the packet is then decoded. The flags are the
+// first symbols of the range-coded frame, each of probability one half,
+// which makes them its first bits.
+func voiceActivity(p []byte) (active, ok bool) {
+	if len(p) < 2 {
+		return false, false
+	}
+	config := p[0] >> 3
+	if config >= 16 {
+		return false, false // CELT only
+	}
+	// SILK frames per Opus frame: one per 20 ms, one for 10 ms; hybrid
+	// frames are 10 or 20 ms.
+	n := 1
+	if config < 12 {
+		n = max(1, int(config%4))
+	}
+	voiced := func(frame []byte) bool { return len(frame) > 0 && frame[0]>>(8-n) != 0 }
+	switch body := p[1:]; p[0] & 3 {
+	case 0:
+		return voiced(body), len(body) > 0
+	case 1: // two frames of the same size
+		half := len(body) / 2
+		return voiced(body[:half]) || voiced(body[half:]), half > 0
+	case 2: // two frames, the first's size in one or two bytes
+		size, hdr := int(body[0]), 1
+		if size >= 252 {
+			if len(body) < 2 {
+				return false, false
+			}
+			size, hdr = size+4*int(body[1]), 2
+		}
+		if hdr+size > len(body) {
+			return false, false
+		}
+		return voiced(body[hdr:hdr+size]) || voiced(body[hdr+size:]), true
+	}
+	return false, false
 }
 
 // micWriter hands decoded audio to in, and silence for the stretches
@@ -251,10 +317,13 @@ func (d dtxWatch) WriteSample(s opus.Sample) error {
 // benchmark.) Only in DTX: packets late for any other reason (the
 // network, or a bot too busy to read them in time) are speech on its
 // way, and silence written in their place would cut an utterance in
-// two. The timer runs only while the client is in DTX.
+// two. The timer runs only while the client is in DTX, or its packets
+// are skipped (dtxWatch).
 type micWriter struct {
 	in    micInput
-	quiet atomic.Bool // the last packet said the client is in DTX
+	quiet atomic.Bool // the last packet said the client is in DTX, or was skipped
+	// unvoiced counts the packets without voice in a row; dtxWatch's own.
+	unvoiced int
 
 	mu      sync.Mutex
 	covered time.Time   // the time up to which in has had audio

@@ -1,11 +1,14 @@
 package room
 
 import (
+	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/livekit/media-sdk/opus"
+	hopus "gopkg.in/hraban/opus.v2"
 
 	"github.com/alicia-voice/alicia/internal/speechtest"
 	"github.com/alicia-voice/alicia/pipeline/voice"
@@ -84,6 +87,158 @@ func TestMicInDTXIsSilenceAtOnce(t *testing.T) {
 		w.fill()
 		if got := in.count() - before; got < want {
 			t.Errorf("%s: %d samples of silence for the %v a client in DTX sent nothing, want %d", step.name, got, behind, want)
+		}
+	}
+}
+
+// chunkInput tells the audio a microphone decoded from the silence filled
+// in for it: decoded noise is never all zeros.
+type chunkInput struct {
+	mu      sync.Mutex
+	decoded int // chunks with a sample that is not zero
+}
+
+func (c *chunkInput) Write(s []int16) error {
+	for _, v := range s {
+		if v != 0 {
+			c.mu.Lock()
+			c.decoded++
+			c.mu.Unlock()
+			return nil
+		}
+	}
+	return nil
+}
+
+func (c *chunkInput) Close() error { return nil }
+
+func (c *chunkInput) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.decoded
+}
+
+// A client without DTX sends a room's noise fifty times a second. Once
+// its encoder has marked 200 ms of packets as holding no voice, the rest
+// are not decoded and the client is heard as in DTX; every packet that
+// carries speech is decoded, including the first. With CELT alone, whose
+// packets say nothing of voice, everything is decoded.
+func TestMicSkipsPacketsWithoutVoice(t *testing.T) {
+	const rate, lead, trail = 48000, 50, 50 // packets of noise before and after
+	frame := rate / 50
+	speech := speechtest.Render(t, "How far is the moon?", 140, rate)
+	pcm := slices.Concat(speechtest.Noise(lead*20, rate, 1), speech, speechtest.Noise(trail*20, rate, 2))
+	// The room's noise under the speech too, so that every decoded frame
+	// is told from a filled one.
+	for i, v := range speechtest.Noise(len(speech)*1000/rate, rate, 3) {
+		pcm[lead*frame+i] += v
+	}
+	// Which 20 ms frames of the source carry speech: louder than -40 dBFS,
+	// ten times the noise, whatever the encoder thinks of them.
+	loud := func(i int) bool {
+		var sum float64
+		for _, v := range pcm[i*frame : (i+1)*frame] {
+			sum += float64(v) * float64(v)
+		}
+		return math.Sqrt(sum/float64(frame)) > 328
+	}
+
+	for _, c := range []struct {
+		name string
+		enc  opusEncoding
+		skip bool
+	}{
+		{"SILK", opusEncoding{app: hopus.AppVoIP}, true},
+		{"CELT", opusEncoding{app: hopus.AppRestrictedLowdelay, bitrate: 24000}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			enc, err := c.enc.encoder(rate)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := &chunkInput{}
+			dec, err := newMicDecoder(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dec.Close()
+			buf := make([]byte, maxPacket)
+			var leading, trailing, speechSkipped, loudFrames int
+			for i := 0; (i+1)*frame <= len(pcm); i++ {
+				n, err := enc.Encode(pcm[i*frame:(i+1)*frame], buf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				before := in.count()
+				if err := dec.WriteSample(slices.Clone(buf[:n])); err != nil {
+					t.Fatal(err)
+				}
+				decoded := in.count() > before
+				switch {
+				case i < lead:
+					leading += b2i(decoded)
+				case (i+1)*frame > len(pcm)-trail*frame:
+					trailing += b2i(decoded)
+				case loud(i):
+					loudFrames++
+					speechSkipped += b2i(!decoded)
+				}
+			}
+			t.Logf("noise decoded: %d of %d packets before the speech, %d of %d after; %d of %d loud packets skipped", leading, lead, trailing, trail, speechSkipped, loudFrames)
+			if loudFrames == 0 || speechSkipped > 0 {
+				t.Fatalf("%d of %d packets carrying speech were not decoded", speechSkipped, loudFrames)
+			}
+			if !c.skip {
+				if leading+trailing != lead+trail {
+					t.Fatalf("%d of %d packets of noise decoded, want all", leading+trailing, lead+trail)
+				}
+				return
+			}
+			// The encoder takes a few packets to learn the noise, then
+			// the hangover; after that nothing is decoded.
+			if leading > 2*dtxHangover || trailing > 2*dtxHangover+10 {
+				t.Fatalf("noise decoded: %d of %d packets before the speech, %d of %d after", leading, lead, trailing, trail)
+			}
+			if !dec.(dtxWatch).mic.quiet.Load() {
+				t.Fatal("after the noise, the microphone is not filled with silence as in DTX")
+			}
+		})
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// The voice-activity flags are read wherever a packet's layout puts the
+// frames: one frame, two of a size, two of coded sizes; a 60 ms SILK
+// frame has three flags; CELT alone and code 3 packets are not read.
+func TestVoiceActivityFlags(t *testing.T) {
+	const silk20, silk60, hybrid20, celt20 = 9 << 3, 11 << 3, 13 << 3, 31 << 3
+	for _, c := range []struct {
+		name       string
+		packet     []byte
+		active, ok bool
+	}{
+		{"one frame, voice", []byte{silk20, 0x80, 0x11}, true, true},
+		{"one frame, none", []byte{silk20, 0x7f, 0x11}, false, true},
+		{"hybrid, voice", []byte{hybrid20, 0x80}, true, true},
+		{"60 ms, voice in the third", []byte{silk60, 0x20}, true, true},
+		{"60 ms, none in three", []byte{silk60, 0x1f}, false, true},
+		{"two of a size, voice in the second", []byte{silk20 | 1, 0x00, 0x01, 0x80, 0x01}, true, true},
+		{"two of a size, none", []byte{silk20 | 1, 0x00, 0x01, 0x7f, 0x01}, false, true},
+		{"two coded, voice in the second", []byte{silk20 | 2, 2, 0x00, 0x01, 0x80}, true, true},
+		{"two coded, none", []byte{silk20 | 2, 2, 0x00, 0x01, 0x40}, false, true},
+		{"two coded, cut short", []byte{silk20 | 2, 9, 0x00}, false, false},
+		{"code 3", []byte{silk20 | 3, 0x02, 0x80, 0x80}, false, false},
+		{"CELT alone", []byte{celt20, 0x80}, false, false},
+		{"no frame", []byte{silk20}, false, false},
+	} {
+		if active, ok := voiceActivity(c.packet); active != c.active || ok != c.ok {
+			t.Errorf("%s: voice %v (read %v), want %v (%v)", c.name, active, ok, c.active, c.ok)
 		}
 	}
 }
