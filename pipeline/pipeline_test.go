@@ -93,14 +93,7 @@ func has[T any](envs []*wire.Envelope) int {
 // startAgent runs a bot with the pipeline on a real livekit-server.
 func startAgent(t testing.TB, lk *testenv.LiveKit, client llm.Client, store storage.Store) room.Config {
 	cfg := room.Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-pipeline"}
-	// The agent's log is shown when the test fails.
-	var logs syncLog
-	log := slog.New(slog.NewTextHandler(&logs, nil))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("agent log:\n%s", logs.String())
-		}
-	})
+	log := agentLog(t)
 	engine := pipeline.NewEngine(pipeline.Config{LLM: client, Thinking: true, Logger: log}, store)
 	agent := room.NewAgent(cfg, store, room.NewMetrics(nil), func(id string) room.Conversation { return engine.Open(id) }, log)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -243,6 +236,19 @@ func TestEncryptedReasoningGoesBackToTheAGUIBackend(t *testing.T) {
 			t.Fatal("an encrypted value reached a LiveKit client")
 		}
 	}
+}
+
+// agentLog is a log for an agent, shown to its debug lines when the test
+// fails: a turn that never came says there where it stopped. Made before
+// the agent, its cleanup runs after the agent's has stopped it.
+func agentLog(t testing.TB) *slog.Logger {
+	var logs syncLog
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent log:\n%s", logs.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 type syncLog struct {

@@ -360,16 +360,7 @@ func voiceAgentWith(t testing.TB, lk *testenv.LiveKit, ms modelSetup, phrases ..
 
 	mem := storage.NewMemory(storage.ReasoningPlain)
 	cfg = room.Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-voice"}
-	// The agent's log, to its debug lines, is shown when the test fails:
-	// a turn that never came says there where it stopped. Registered
-	// before the agent's own cleanup, so it runs after the agent stopped.
-	var logs syncLog
-	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("agent log:\n%s", logs.String())
-		}
-	})
+	log := agentLog(t)
 	engine := pipeline.NewEngine(pipeline.Config{LLM: client, Thinking: true, ThinkingPolicy: ms.thinking, Telemetry: ms.telemetry, Logger: log}, mem)
 	agent := room.NewAgent(cfg, mem, room.NewMetrics(nil), func(id string) room.Conversation { return engine.Open(id) }, log)
 	stage := voice.Config{
