@@ -261,9 +261,9 @@ func (d dtxWatch) WriteSample(s opus.Sample) error {
 // voiceActivity reads an Opus packet's voice-activity flags, which its
 // SILK layer carries for each of its frames (RFC 6716 §4.2.3); ok is false
 // when it has none to read (CELT alone, or a packet of more than two
-// frames, which WebRTC does not send), and the packet is then decoded. The flags are the
-// first symbols of the range-coded frame, each of probability one half,
-// which makes them its first bits.
+// frames, which WebRTC does not send), and the packet is then decoded.
+// The flags are the first symbols of the range-coded frame, each of
+// probability one half, which makes them its first bits.
 func voiceActivity(p []byte) (active, ok bool) {
 	if len(p) < 2 {
 		return false, false

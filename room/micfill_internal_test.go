@@ -1,7 +1,6 @@
 package room
 
 import (
-	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -114,13 +113,7 @@ func TestMicSkipsPacketsWithoutVoice(t *testing.T) {
 	}
 	// Which 20 ms frames of the source carry speech: louder than -40 dBFS,
 	// 10 dB above the noise, whatever the encoder thinks of them.
-	loud := func(i int) bool {
-		var sum float64
-		for _, v := range pcm[i*frame : (i+1)*frame] {
-			sum += float64(v) * float64(v)
-		}
-		return math.Sqrt(sum/float64(frame)) > 328
-	}
+	loud := func(i int) bool { return speechtest.RMS(pcm[i*frame:(i+1)*frame]) > 328 }
 
 	for _, c := range []struct {
 		name string

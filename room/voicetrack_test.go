@@ -13,6 +13,7 @@ import (
 	"github.com/pion/webrtc/v4"
 	"gopkg.in/hraban/opus.v2"
 
+	"github.com/alicia-voice/alicia/internal/speechtest"
 	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/room"
 )
@@ -77,12 +78,8 @@ func TestVoiceTrackIsQuietBetweenSounds(t *testing.T) {
 					t.Errorf("decoding the agent's voice: %v", err)
 					return
 				}
-				var sum float64
-				for _, v := range pcm[:n] {
-					sum += float64(v) * float64(v)
-				}
 				mu.Lock()
-				got = append(got, packet{at: time.Now(), header: p.Header, loud: math.Sqrt(sum/float64(max(n, 1))) > 1000})
+				got = append(got, packet{at: time.Now(), header: p.Header, loud: speechtest.RMS(pcm[:n]) > 1000})
 				mu.Unlock()
 				select {
 				case arrived <- struct{}{}:

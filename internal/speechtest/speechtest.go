@@ -83,6 +83,15 @@ func Trim(pcm []int16) []int16 {
 	return pcm[start:end]
 }
 
+// RMS is the root mean square of pcm, 0 for none.
+func RMS(pcm []int16) float64 {
+	var sum float64
+	for _, v := range pcm {
+		sum += float64(v) * float64(v)
+	}
+	return math.Sqrt(sum / float64(max(1, len(pcm))))
+}
+
 // Silence is d milliseconds of digital silence.
 func Silence(ms, sampleRate int) []int16 { return make([]int16, ms*sampleRate/1000) }
 
