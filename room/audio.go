@@ -169,7 +169,8 @@ func (w trackWriter) SampleRate() int                       { return w.v.rate }
 func (w trackWriter) WriteSample(s media.PCM16Sample) error { return w.v.put(s) }
 func (w trackWriter) Close() error                          { return nil }
 
-// micInput receives a speaker's audio, 16 kHz mono.
+// micInput receives a speaker's audio, 16 kHz mono. Write copies what it
+// keeps: the samples are reused once it returns.
 type micInput interface {
 	Write(samples []int16) error
 	Close() error
@@ -221,12 +222,12 @@ const micFrame = 20 * time.Millisecond
 // dtxWatch tells micWriter whether the client is in Opus DTX: WebRTC
 // stops sending in silence, and sends the first packet of a byte or two
 // that the encoder makes then, which says so. A client that sends without
-// DTX is taken as in DTX once its encoder has marked dtxHangover packets
-// in a row as holding no voice: they are not decoded, and micWriter fills
-// their time with silence, as for a client in DTX. Decoding them was most
-// of what such a client cost more than one in DTX (the voice benchmark
-// in the README), for audio the stage only ever hears as silence; the
-// first packet with voice in it is decoded again.
+// DTX is taken as silent once its encoder has marked dtxHangover packets
+// in a row as holding no voice: they are not decoded, and each is heard
+// as silence of its length. Decoding them was most of what such a client
+// cost more than one in DTX (the voice benchmark in the README), for
+// audio the stage only ever hears as silence; the first packet with
+// voice in it is decoded again.
 type dtxWatch struct {
 	opus.Writer
 	mic *micWriter
@@ -237,68 +238,69 @@ type dtxWatch struct {
 // packets), so that a pause inside a word is heard as it was.
 const dtxHangover = 10
 
-func (d dtxWatch) WriteSample(s opus.Sample) error {
+func (w dtxWatch) WriteSample(s opus.Sample) error {
 	dtx := len(s) <= 2
-	skip := false
-	if !dtx {
-		if active, ok := voiceActivity(s); ok && !active {
-			d.mic.unvoiced++
-			skip = d.mic.unvoiced > dtxHangover
-		} else {
-			d.mic.unvoiced = 0
-		}
-	}
-	d.mic.quiet.Store(dtx || skip)
-	if dtx || skip {
-		d.mic.watch()
-	}
-	if skip {
+	w.mic.dtx.Store(dtx)
+	if dtx {
+		w.mic.watch()
 		return nil
 	}
-	return d.Writer.WriteSample(s)
+	if active, length, ok := voiceActivity(s); ok && !active {
+		w.mic.unvoiced++
+		if w.mic.unvoiced > dtxHangover {
+			// In place of the audio it would have decoded to, at the
+			// time it would have: the packets keep coming, and they are
+			// the clock, as when they are decoded.
+			return w.mic.WriteSample(micSilence[:min(len(micSilence), int(length*voice.InputRate/time.Second))])
+		}
+	} else {
+		w.mic.unvoiced = 0
+	}
+	return w.Writer.WriteSample(s)
 }
 
 // voiceActivity reads an Opus packet's voice-activity flags, which its
-// SILK layer carries for each of its frames (RFC 6716 §4.2.3); ok is false
-// when it has none to read (CELT alone, or a packet of more than two
-// frames, which WebRTC does not send), and the packet is then decoded.
-// The flags are the first symbols of the range-coded frame, each of
-// probability one half, which makes them its first bits.
-func voiceActivity(p []byte) (active, ok bool) {
+// SILK layer carries for each of its frames (RFC 6716 §4.2.3), and how
+// long the packet is; ok is false when it has no flags to read (CELT
+// alone, or a packet of more than two frames, which WebRTC does not
+// send), and the packet is then decoded. The flags are the first
+// symbols of the range-coded frame, each of probability one half, which
+// makes them its first bits.
+func voiceActivity(p []byte) (active bool, d time.Duration, ok bool) {
 	if len(p) < 2 {
-		return false, false
+		return false, 0, false
 	}
 	config := p[0] >> 3
 	if config >= 16 {
-		return false, false // CELT only
+		return false, 0, false // CELT only
 	}
 	// SILK frames per Opus frame: one per 20 ms, one for 10 ms; hybrid
-	// frames are 10 or 20 ms.
-	n := 1
+	// frames are 10 or 20 ms, SILK's 10 to 60.
+	n, frame := 1, [2]time.Duration{10, 20}[config%2]*time.Millisecond
 	if config < 12 {
-		n = max(1, int(config%4))
+		n, frame = max(1, int(config%4)), [4]time.Duration{10, 20, 40, 60}[config%4]*time.Millisecond
 	}
 	voiced := func(frame []byte) bool { return len(frame) > 0 && frame[0]>>(8-n) != 0 }
 	switch body := p[1:]; p[0] & 3 {
 	case 0:
-		return voiced(body), len(body) > 0
+		return voiced(body), frame, len(body) > 0
 	case 1: // two frames of the same size
 		half := len(body) / 2
-		return voiced(body[:half]) || voiced(body[half:]), half > 0
+		return voiced(body[:half]) || voiced(body[half:]), 2 * frame, half > 0
 	case 2: // two frames, the first's size in one or two bytes
 		size, hdr := int(body[0]), 1
 		if size >= 252 {
 			if len(body) < 2 {
-				return false, false
+				return false, 0, false
 			}
 			size, hdr = size+4*int(body[1]), 2
 		}
 		if hdr+size > len(body) {
-			return false, false
+			return false, 0, false
 		}
-		return voiced(body[hdr:hdr+size]) || voiced(body[hdr+size:]), true
+		return voiced(body[hdr:hdr+size]) || voiced(body[hdr+size:]), 2 * frame, true
 	}
-	return false, false
+	return false, 0, false
 }
 
 // micWriter hands decoded audio to in, and silence for the stretches
@@ -317,11 +319,11 @@ func voiceActivity(p []byte) (active, ok bool) {
 // benchmark.) Only in DTX: packets late for any other reason (the
 // network, or a bot too busy to read them in time) are speech on its
 // way, and silence written in their place would cut an utterance in
-// two. The timer runs only while the client is in DTX, or its packets
-// are skipped (dtxWatch).
+// two. The timer runs only while the client is in DTX; a packet skipped
+// for holding no voice (dtxWatch) is written as its own silence.
 type micWriter struct {
-	in    micInput
-	quiet atomic.Bool // the last packet said the client is in DTX, or was skipped
+	in  micInput
+	dtx atomic.Bool // the last packet said the client is in DTX
 	// unvoiced counts the packets without voice in a row; dtxWatch's own.
 	unvoiced int
 
@@ -330,6 +332,11 @@ type micWriter struct {
 	timer   *time.Timer // set while the client is in DTX
 	closed  bool
 }
+
+// micSilence is the silence written, a second at most at a time. It is
+// never written to: a micInput copies what it keeps, as it must of the
+// decoder's audio, whose buffer the decoder reuses.
+var micSilence = make([]int16, voice.InputRate)
 
 // watch starts the timer for a client that went into DTX.
 func (m *micWriter) watch() {
@@ -359,7 +366,7 @@ func (m *micWriter) fill() {
 	if m.closed {
 		return
 	}
-	if !m.quiet.Load() {
+	if !m.dtx.Load() {
 		m.timer = nil
 		return
 	}
@@ -367,7 +374,11 @@ func (m *micWriter) fill() {
 	if frames := int(now.Sub(m.covered) / micFrame); frames > 0 {
 		// Written under mu, so that it never lands between a packet's
 		// audio and the next; in.Write does not block.
-		_ = m.in.Write(make([]int16, frames*voice.InputRate*int(micFrame/time.Millisecond)/1000))
+		for n := frames * voice.InputRate * int(micFrame/time.Millisecond) / 1000; n > 0; {
+			k := min(n, len(micSilence))
+			_ = m.in.Write(micSilence[:k])
+			n -= k
+		}
 		m.covered = m.covered.Add(time.Duration(frames) * micFrame)
 	}
 	m.timer.Reset(m.covered.Add(micFrame).Sub(now))

@@ -172,8 +172,19 @@ func TestMicSkipsPacketsWithoutVoice(t *testing.T) {
 			if leading > 2*dtxHangover || trailing > 2*dtxHangover+10 {
 				t.Fatalf("noise decoded: %d of %d packets before the speech, %d of %d after", leading, lead, trailing, trail)
 			}
-			if !dec.(dtxWatch).mic.quiet.Load() {
-				t.Fatal("after the noise, the microphone is not filled with silence as in DTX")
+			// A skipped packet is heard as silence of its length at
+			// once, as decoded audio is, not on a timer.
+			n, err := enc.Encode(speechtest.Noise(20, rate, 4), buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			before, decodedBefore := in.count()
+			if err := dec.WriteSample(slices.Clone(buf[:n])); err != nil {
+				t.Fatal(err)
+			}
+			after, decodedAfter := in.count()
+			if want := voice.InputRate / 50; decodedAfter != decodedBefore || after-before != want {
+				t.Fatalf("a packet of noise after the noise: %d decoded writes and %d samples, want none decoded and %d of silence", decodedAfter-decodedBefore, after-before, want)
 			}
 		})
 	}
@@ -189,29 +200,35 @@ func b2i(b bool) int {
 // The voice-activity flags are read wherever a packet's layout puts the
 // frames: one frame, two of a size, two of coded sizes; a 60 ms SILK
 // frame has three flags; CELT alone and code 3 packets are not read.
+// The packet's length is what a skipped packet is heard as, in silence.
 func TestVoiceActivityFlags(t *testing.T) {
-	const silk20, silk60, hybrid20, celt20 = 9 << 3, 11 << 3, 13 << 3, 31 << 3
+	const silk10, silk20, silk60, hybrid10, hybrid20, celt20 = 8 << 3, 9 << 3, 11 << 3, 12 << 3, 13 << 3, 31 << 3
 	for _, c := range []struct {
-		name       string
-		packet     []byte
-		active, ok bool
+		name   string
+		packet []byte
+		active bool
+		ms     int // the packet's length
+		ok     bool
 	}{
-		{"one frame, voice", []byte{silk20, 0x80, 0x11}, true, true},
-		{"one frame, none", []byte{silk20, 0x7f, 0x11}, false, true},
-		{"hybrid, voice", []byte{hybrid20, 0x80}, true, true},
-		{"60 ms, voice in the third", []byte{silk60, 0x20}, true, true},
-		{"60 ms, none in three", []byte{silk60, 0x1f}, false, true},
-		{"two of a size, voice in the second", []byte{silk20 | 1, 0x00, 0x01, 0x80, 0x01}, true, true},
-		{"two of a size, none", []byte{silk20 | 1, 0x00, 0x01, 0x7f, 0x01}, false, true},
-		{"two coded, voice in the second", []byte{silk20 | 2, 2, 0x00, 0x01, 0x80}, true, true},
-		{"two coded, none", []byte{silk20 | 2, 2, 0x00, 0x01, 0x40}, false, true},
-		{"two coded, cut short", []byte{silk20 | 2, 9, 0x00}, false, false},
-		{"code 3", []byte{silk20 | 3, 0x02, 0x80, 0x80}, false, false},
-		{"CELT alone", []byte{celt20, 0x80}, false, false},
-		{"no frame", []byte{silk20}, false, false},
+		{"one frame, voice", []byte{silk20, 0x80, 0x11}, true, 20, true},
+		{"one frame, none", []byte{silk20, 0x7f, 0x11}, false, 20, true},
+		{"hybrid, voice", []byte{hybrid20, 0x80}, true, 20, true},
+		{"10 ms, none", []byte{silk10, 0x7f}, false, 10, true},
+		{"hybrid 10 ms, none", []byte{hybrid10, 0x7f}, false, 10, true},
+		{"60 ms, voice in the third", []byte{silk60, 0x20}, true, 60, true},
+		{"60 ms, none in three", []byte{silk60, 0x1f}, false, 60, true},
+		{"two of a size, voice in the second", []byte{silk20 | 1, 0x00, 0x01, 0x80, 0x01}, true, 40, true},
+		{"two of a size, none", []byte{silk20 | 1, 0x00, 0x01, 0x7f, 0x01}, false, 40, true},
+		{"two coded, voice in the second", []byte{silk20 | 2, 2, 0x00, 0x01, 0x80}, true, 40, true},
+		{"two coded, none", []byte{silk20 | 2, 2, 0x00, 0x01, 0x40}, false, 40, true},
+		{"two coded, cut short", []byte{silk20 | 2, 9, 0x00}, false, 0, false},
+		{"code 3", []byte{silk20 | 3, 0x02, 0x80, 0x80}, false, 0, false},
+		{"CELT alone", []byte{celt20, 0x80}, false, 0, false},
+		{"no frame", []byte{silk20}, false, 0, false},
 	} {
-		if active, ok := voiceActivity(c.packet); active != c.active || ok != c.ok {
-			t.Errorf("%s: voice %v (read %v), want %v (%v)", c.name, active, ok, c.active, c.ok)
+		active, length, ok := voiceActivity(c.packet)
+		if active != c.active || ok != c.ok || length != time.Duration(c.ms)*time.Millisecond {
+			t.Errorf("%s: voice %v in %v (read %v), want %v in %d ms (%v)", c.name, active, length, ok, c.active, c.ms, c.ok)
 		}
 	}
 }
