@@ -44,13 +44,9 @@ type pcmQueue struct {
 }
 
 func (q *pcmQueue) WriteSample(p media.PCM16Sample) error {
-	var sum float64
-	for _, v := range p {
-		sum += float64(v) * float64(v)
-	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if math.Sqrt(sum/float64(max(1, len(p)))) > 300 {
+	if speechtest.RMS(p) > 300 {
 		q.lastLoud = time.Now()
 	}
 	if !q.closed {

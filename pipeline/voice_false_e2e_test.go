@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http/httptest"
 	"regexp"
 	"slices"
@@ -528,11 +527,7 @@ type tapeFrame struct {
 type timeSpan struct{ from, to time.Time }
 
 func (r *voiceTape) WriteSample(p media.PCM16Sample) error {
-	var sum float64
-	for _, v := range p {
-		sum += float64(v) * float64(v)
-	}
-	f := tapeFrame{at: time.Now(), pcm: append([]int16(nil), p...), loud: math.Sqrt(sum/float64(max(1, len(p)))) > 300}
+	f := tapeFrame{at: time.Now(), pcm: append([]int16(nil), p...), loud: speechtest.RMS(p) > 300}
 	r.mu.Lock()
 	r.frames = append(r.frames, f)
 	r.mu.Unlock()
@@ -666,11 +661,7 @@ func squeezed(pcm []int16) []int16 {
 	quiet := 0
 	for i := 0; i < len(pcm); i += voice.FrameSamples {
 		f := pcm[i:min(i+voice.FrameSamples, len(pcm))]
-		var sum float64
-		for _, v := range f {
-			sum += float64(v) * float64(v)
-		}
-		if math.Sqrt(sum/float64(len(f))) > 300 {
+		if speechtest.RMS(f) > 300 {
 			quiet = 0
 		} else if quiet++; quiet > 5 {
 			continue

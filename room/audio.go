@@ -251,7 +251,7 @@ func (w dtxWatch) WriteSample(s opus.Sample) error {
 			// In place of the audio it would have decoded to, at the
 			// time it would have: the packets keep coming, and they are
 			// the clock, as when they are decoded.
-			return w.mic.WriteSample(micSilence[:min(len(micSilence), int(length*voice.InputRate/time.Second))])
+			return w.mic.WriteSample(micSilence[:min(len(micSilence), samplesOf(length))])
 		}
 	} else {
 		w.mic.unvoiced = 0
@@ -338,6 +338,9 @@ type micWriter struct {
 // decoder's audio, whose buffer the decoder reuses.
 var micSilence = make([]int16, voice.InputRate)
 
+// samplesOf is how many of a microphone's samples last d.
+func samplesOf(d time.Duration) int { return int(d * voice.InputRate / time.Second) }
+
 // watch starts the timer for a client that went into DTX.
 func (m *micWriter) watch() {
 	m.mu.Lock()
@@ -374,7 +377,7 @@ func (m *micWriter) fill() {
 	if frames := int(now.Sub(m.covered) / micFrame); frames > 0 {
 		// Written under mu, so that it never lands between a packet's
 		// audio and the next; in.Write does not block.
-		for n := frames * voice.InputRate * int(micFrame/time.Millisecond) / 1000; n > 0; {
+		for n := samplesOf(time.Duration(frames) * micFrame); n > 0; {
 			k := min(n, len(micSilence))
 			_ = m.in.Write(micSilence[:k])
 			n -= k

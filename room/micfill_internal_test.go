@@ -10,7 +10,6 @@ import (
 	hopus "gopkg.in/hraban/opus.v2"
 
 	"github.com/alicia-voice/alicia/internal/speechtest"
-	"github.com/alicia-voice/alicia/pipeline/voice"
 )
 
 // countingInput counts the samples a microphone hands on, and the
@@ -70,7 +69,7 @@ func TestMicInDTXIsSilenceAtOnce(t *testing.T) {
 		t.Fatal("the encoder never went into DTX")
 	}
 	const behind = 100 * time.Millisecond
-	want := int(behind/micFrame) * voice.InputRate * int(micFrame/time.Millisecond) / 1000
+	want := samplesOf(behind / micFrame * micFrame) // whole frames
 	for _, step := range []struct {
 		name    string
 		packets []opus.Sample
@@ -98,7 +97,7 @@ func TestMicInDTXIsSilenceAtOnce(t *testing.T) {
 
 // A client without DTX sends a room's noise fifty times a second. Once
 // its encoder has marked 200 ms of packets as holding no voice, the rest
-// are not decoded and the client is heard as in DTX; every packet that
+// are not decoded, each heard as its length of silence; every packet that
 // carries speech is decoded, including the first. With CELT alone, whose
 // packets say nothing of voice, everything is decoded.
 func TestMicSkipsPacketsWithoutVoice(t *testing.T) {
@@ -179,8 +178,8 @@ func TestMicSkipsPacketsWithoutVoice(t *testing.T) {
 			}
 			// A skipped packet is heard as silence of its length at
 			// once, as decoded audio is, not on a timer.
-			if samples, decoded := feed(speechtest.Noise(20, rate, 4)); decoded || samples != voice.InputRate/50 {
-				t.Fatalf("a packet of noise after the noise: decoded %v, %d samples; want %d of silence", decoded, samples, voice.InputRate/50)
+			if samples, decoded := feed(speechtest.Noise(20, rate, 4)); decoded || samples != samplesOf(micFrame) {
+				t.Fatalf("a packet of noise after the noise: decoded %v, %d samples; want %d of silence", decoded, samples, samplesOf(micFrame))
 			}
 		})
 	}
