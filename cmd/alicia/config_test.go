@@ -44,10 +44,10 @@ func TestServeConfigFailsClosedOnDevelopmentCredentials(t *testing.T) {
 	}
 }
 
-// Every setting is a flag and an environment variable, and the README
-// documents each one.
+// Every setting is a flag and an environment variable, and the
+// configuration reference documents each one.
 func TestEverySettingIsDocumented(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	doc, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,8 +60,8 @@ func TestEverySettingIsDocumented(t *testing.T) {
 		t.Fatalf("env or flag not read: %+v", c)
 	}
 	(&serveConfig{}).flags().VisitAll(func(f *flag.Flag) {
-		if !strings.Contains(string(readme), "`"+envName(f.Name)+"`") {
-			t.Errorf("README does not document %s (-%s)", envName(f.Name), f.Name)
+		if !strings.Contains(string(doc), "`"+envName(f.Name)+"`") {
+			t.Errorf("docs/configuration.md does not document %s (-%s)", envName(f.Name), f.Name)
 		}
 	})
 }
