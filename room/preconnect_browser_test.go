@@ -79,12 +79,5 @@ func TestPreconnectFromChromium(t *testing.T) {
 			"--use-file-for-fake-audio-capture=" + wav + "%noloop"},
 	}, &out)
 	t.Logf("the agent began to say %q", out.Answer)
-	hist, err := store.History(ctx, conv)
-	if err != nil || len(hist) == 0 || hist[0].Role != "user" {
-		t.Fatalf("stored %+v, %v", hist, err)
-	}
-	t.Logf("heard %q", hist[0].Content)
-	if speechtest.WER(question, hist[0].Content) > 0.2 {
-		t.Fatalf("heard %q for %q", hist[0].Content, question)
-	}
+	wantQuestionHeard(ctx, t, store, conv, question)
 }

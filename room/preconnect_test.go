@@ -168,6 +168,13 @@ func askBeforeTheBot(t *testing.T, lk *testenv.LiveKit, a *Agent, store storage.
 	case <-ctx.Done():
 		t.Fatal("the question asked before the bot came was not answered")
 	}
+	wantQuestionHeard(ctx, t, store, conv, question)
+}
+
+// wantQuestionHeard checks that the conversation's first message is the
+// user's question, as recognised.
+func wantQuestionHeard(ctx context.Context, t *testing.T, store storage.Store, conv, question string) {
+	t.Helper()
 	hist, err := store.History(ctx, conv)
 	if err != nil || len(hist) == 0 || hist[0].Role != "user" {
 		t.Fatalf("stored %+v, %v", hist, err)
