@@ -19,9 +19,11 @@ import (
 
 // PreconnectTopic is the byte-stream topic on which LiveKit's client SDKs
 // send what the microphone recorded before an agent was in the room: the
-// native SDKs raw 16-bit PCM, the JavaScript SDK its MediaRecorder's
-// WebM/Opus. The stream's attributes name the microphone track it belongs
-// to (trackId) and the PCM's format (sampleRate, channels).
+// native SDKs raw 16-bit PCM (Android and Swift with no mime type, so the
+// byte streams' default), the JavaScript SDK its MediaRecorder's
+// WebM/Opus, cut short of its last chunk (Safari's MP4 is refused). The
+// stream's attributes name the microphone track it belongs to (trackId)
+// and the PCM's format (sampleRate, channels).
 const PreconnectTopic = "lk.agent.pre-connect-audio-buffer"
 
 const (
