@@ -8,7 +8,7 @@ run(async ({ input, newPage }) => {
   const { page: url, ...opts } = input;
   delete opts.chromiumArgs;
   await page.goto(url + '#' + encodeURIComponent(JSON.stringify(opts)));
-  await page.waitForFunction(() => window.aliciaResult || window.aliciaError, null, { timeout: 90000 });
+  await page.waitForFunction(() => window.aliciaResult || window.aliciaError, null, { timeout: 30000 });
   const error = await page.evaluate(() => window.aliciaError);
   if (error) throw new Error(error);
   return page.evaluate(() => window.aliciaResult);
