@@ -9,10 +9,9 @@ import (
 // Test hooks for the LiveKit binding of voice, driven over a real
 // livekit-server by the external tests.
 var (
-	IsUserMic     = isUserMic
-	ListenToMic   = listenToMic
-	NewMicDecoder = newMicDecoder
-	PublishVoice  = publishVoice
+	IsUserMic    = isUserMic
+	ListenToMic  = listenToMic
+	PublishVoice = publishVoice
 )
 
 // SetAgentState sets the bot's lk.agent.state as its session's writer does.

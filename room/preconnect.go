@@ -5,24 +5,25 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"slices"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/livekit/media-sdk"
 	"github.com/livekit/protocol/livekit"
 	lksdk "github.com/livekit/server-sdk-go/v2"
 
 	"github.com/alicia-voice/alicia/pipeline/voice"
+	"github.com/alicia-voice/alicia/room/audio"
 )
 
 // PreconnectTopic is the byte-stream topic on which LiveKit's client SDKs
 // send what the microphone recorded before an agent was in the room: the
-// native SDKs raw 16-bit PCM, the JavaScript SDK its MediaRecorder's
-// WebM/Opus. The stream's attributes name the microphone track it belongs
-// to (trackId) and the PCM's format (sampleRate, channels).
+// native SDKs raw 16-bit PCM (Android and Swift with no mime type, so the
+// byte streams' default), the JavaScript SDK its MediaRecorder's
+// WebM/Opus, cut short of its last chunk (Safari's MP4 is refused). The
+// stream's attributes name the microphone track it belongs to (trackId)
+// and the PCM's format (sampleRate, channels).
 const PreconnectTopic = "lk.agent.pre-connect-audio-buffer"
 
 const (
@@ -73,8 +74,8 @@ type preconnect struct {
 
 type preKey struct{ identity, trackID string }
 
-// recording is a pre-connect recording at voice.InputRate, and when it
-// was read.
+// recording is a pre-connect recording at voice.InputRate (nil: one that
+// could not be used), and when it was read.
 type recording struct {
 	audio []int16
 	at    time.Time
@@ -100,31 +101,34 @@ func (p *preconnect) register(r *lksdk.Room) {
 // receive reads one recording on the SDK's goroutine for the stream (its
 // reads end when the stream does, or when the room is left) and hands it
 // to its microphone. Whatever is wrong with it, it is logged and dropped:
-// the live audio goes on without it.
+// the live audio goes on without it, and is not held for it.
 //
 // attrs gives the stream's attributes, read only once the stream ended:
 // the SDK adds the trailer's to the same map from its own goroutine, and
 // reading it earlier would race with a client that sends some.
 func (p *preconnect) receive(r io.Reader, mimeType string, size *uint64, attrs func() map[string]string, from string) {
 	log := p.log.With("identity", from, "mime", mimeType)
-	webm, err := preconnectKindOf(mimeType)
+	format, err := audio.FormatOf(mimeType)
 	limit := preconnectMaxPCMBytes
-	if webm {
+	if format == audio.WebMOpus {
 		limit = preconnectMaxContainer
 	}
 	if err == nil && size != nil && *size > uint64(limit) {
 		err = fmt.Errorf("%d bytes announced", *size)
 	}
+	if err == nil && !p.begin(from) {
+		err = errors.New("too many recordings at once")
+	}
 	if err != nil {
 		log.Warn("voice: pre-connect audio ignored", "err", err)
-		return
-	}
-	if !p.begin(from) {
-		log.Warn("voice: pre-connect audio ignored: too many recordings at once")
+		// Which track it was for is known once it ended; that track's
+		// live audio must not wait for it meanwhile, nor after.
+		_, _ = io.Copy(io.Discard, r)
+		p.settle(from, attrs()["trackId"], nil)
 		return
 	}
 	var trackID string
-	var audio []int16
+	var pcm []int16
 	data, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
 	if err == nil && len(data) > limit {
 		err = fmt.Errorf("more than %d bytes", limit)
@@ -133,15 +137,13 @@ func (p *preconnect) receive(r io.Reader, mimeType string, size *uint64, attrs f
 		a := attrs()
 		trackID = a["trackId"]
 		log = log.With("track", trackID)
-		audio, err = decodePreconnect(webm, a, data)
+		pcm, err = decodePreconnect(format, a, data, log)
 	}
 	if err != nil {
 		log.Warn("voice: pre-connect audio ignored", "err", err)
-		audio = nil
-	} else {
-		log.Info("voice: pre-connect audio received", "seconds", float64(len(audio))/voice.InputRate)
+		pcm = nil
 	}
-	p.end(from, trackID, audio)
+	p.end(from, trackID, pcm)
 }
 
 // begin counts a recording from sender in progress, and holds the live
@@ -161,35 +163,44 @@ func (p *preconnect) begin(sender string) bool {
 	return true
 }
 
-// end hands a read recording (nil if it was unusable) to its microphone,
-// or keeps it for the microphone's subscription; the sender's other
-// microphones stop waiting for it.
-func (p *preconnect) end(sender, trackID string, audio []int16) {
-	key := preKey{sender, trackID}
-	now := time.Now()
+// end counts a recording from sender as read and hands it (nil if it was
+// unusable) to its microphone; the sender's other microphones stop
+// waiting for it.
+func (p *preconnect) end(sender, trackID string, pcm []int16) {
 	p.mu.Lock()
 	if p.reading[sender]--; p.reading[sender] <= 0 {
 		delete(p.reading, sender)
 	}
+	var others []*preGate
+	if p.reading[sender] == 0 {
+		others = slices.DeleteFunc(p.gatesOfLocked(sender), func(o *preGate) bool { return o.key.trackID == trackID })
+	}
+	p.mu.Unlock()
+	p.settle(sender, trackID, pcm)
+	for _, o := range others {
+		o.release()
+	}
+}
+
+// settle hands a track's recording (nil: none that can be used) to its
+// microphone, or keeps it for the microphone's subscription, so that
+// its live audio waits for nothing.
+func (p *preconnect) settle(sender, trackID string, pcm []int16) {
+	key := preKey{sender, trackID}
+	now := time.Now()
+	p.mu.Lock()
 	p.pruneLocked(now)
 	g := p.gates[key]
-	if g == nil && len(audio) > 0 {
+	if g == nil {
 		if len(p.recordings) < preconnectMaxPending {
-			p.recordings[key] = recording{audio, now}
+			p.recordings[key] = recording{pcm, now}
 		} else {
 			p.log.Warn("voice: pre-connect audio dropped: too many waiting", "identity", sender, "track", trackID)
 		}
 	}
-	var others []*preGate
-	if p.reading[sender] == 0 {
-		others = slices.DeleteFunc(p.gatesOfLocked(sender), func(o *preGate) bool { return o == g })
-	}
 	p.mu.Unlock()
 	if g != nil {
-		g.deliver(audio)
-	}
-	for _, o := range others {
-		o.release()
+		g.deliver(pcm)
 	}
 }
 
@@ -217,14 +228,16 @@ func (p *preconnect) pruneLocked(now time.Time) {
 // expected (the client said it sends one, or one is being received from
 // it), for at most p.wait; a recording that comes within that time,
 // expected or not, is heard before whatever is still held.
-func (p *preconnect) attach(identity, trackID string, flagged bool, in micInput) micInput {
+func (p *preconnect) attach(identity, trackID string, flagged bool, in audio.Input) audio.Input {
 	key := preKey{identity, trackID}
 	p.mu.Lock()
 	p.pruneLocked(time.Now())
 	if rec, ok := p.recordings[key]; ok {
 		delete(p.recordings, key)
 		p.mu.Unlock()
-		_ = in.Write(rec.audio)
+		if len(rec.audio) > 0 {
+			_ = in.Write(rec.audio)
+		}
 		return in
 	}
 	g := &preGate{in: in, key: key, log: p.log, detach: p.detach, flagged: flagged, holding: flagged || p.reading[identity] > 0}
@@ -249,147 +262,19 @@ func (p *preconnect) detach(g *preGate) {
 	}
 }
 
-// preGate is a microphone's input while its pre-connect recording may
-// come. It never blocks the SDK's media goroutine: live audio is held,
-// not waited on.
-type preGate struct {
-	in     micInput
-	key    preKey
-	log    *slog.Logger
-	detach func(*preGate)
-	timer  *time.Timer
-
-	// flagged: the client said it sends a recording of the track.
-	flagged bool
-
-	mu sync.Mutex
-	// holding: live audio is kept in held until the recording comes or
-	// the wait ends.
-	holding bool
-	held    [][]int16
-	heldLen int
-	// settled: the recording came or the wait ended; nothing more is
-	// held or taken.
-	settled bool
-	closed  bool
-}
-
-// Write implements micInput.
-func (g *preGate) Write(samples []int16) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.holding {
-		return g.in.Write(samples)
-	}
-	if g.heldLen+len(samples) > preconnectMaxSeconds*voice.InputRate {
-		return nil // a stalled recording must not grow memory
-	}
-	g.held = append(g.held, slices.Clone(samples))
-	g.heldLen += len(samples)
-	return nil
-}
-
-// Close implements micInput: the microphone is gone.
-func (g *preGate) Close() error {
-	g.mu.Lock()
-	g.flushLocked()
-	g.settled, g.closed = true, true
-	g.mu.Unlock()
-	g.timer.Stop()
-	g.detach(g)
-	return g.in.Close()
-}
-
-// expect holds the live audio from now on: the recording is being
-// received.
-func (g *preGate) expect() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.settled {
-		g.holding = true
-	}
-}
-
-// release lets the live audio through again, unless the client said a
-// recording of this track comes: the one received was of another.
-func (g *preGate) release() {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.settled && !g.flagged {
-		g.flushLocked()
-	}
-}
-
-// deliver puts the recording before the live audio held, and lets the
-// live audio through from then on.
-func (g *preGate) deliver(audio []int16) {
-	g.mu.Lock()
-	if !g.settled {
-		if len(audio) > 0 {
-			_ = g.in.Write(audio)
-		}
-		g.flushLocked()
-		g.settled = true
-	}
-	g.mu.Unlock()
-	g.timer.Stop()
-	g.detach(g)
-}
-
-// expire ends the wait: what was held goes to the stage, and a recording
-// that comes later is dropped, since the live audio after it was heard.
-func (g *preGate) expire() {
-	g.mu.Lock()
-	if !g.settled {
-		if g.holding {
-			g.log.Warn("voice: the pre-connect audio did not come in time", "identity", g.key.identity, "track", g.key.trackID)
-		}
-		g.flushLocked()
-		g.settled = true
-	}
-	g.mu.Unlock()
-	g.detach(g)
-}
-
-func (g *preGate) flushLocked() {
-	if g.closed {
-		return
-	}
-	for _, s := range g.held {
-		_ = g.in.Write(s)
-	}
-	g.held, g.heldLen, g.holding = nil, 0, false
-}
-
-// preconnectKindOf tells a recording's encoding by its mime type: WebM
-// (true) is what the JavaScript SDK's MediaRecorder makes in Chrome and
-// Firefox; raw PCM (false) what the native SDKs send, as audio/pcm or
-// with the byte streams' default type. Safari's MP4 is not decoded.
-func preconnectKindOf(mimeType string) (webm bool, err error) {
-	mt := ""
-	if mimeType != "" {
-		if mt, _, err = mime.ParseMediaType(mimeType); err != nil {
-			return false, fmt.Errorf("mime type %q: %w", mimeType, err)
-		}
-	}
-	switch mt {
-	case "audio/webm", "audio/opus":
-		return true, nil
-	case "", "audio/pcm", "application/octet-stream":
-		return false, nil
-	}
-	return false, fmt.Errorf("unsupported mime type %q", mimeType)
-}
-
 // decodePreconnect returns a recording as voice.InputRate mono. PCM's
 // format is in the stream's attributes (sampleRate, channels); WebM
 // states its own.
-func decodePreconnect(webm bool, attrs map[string]string, data []byte) ([]int16, error) {
+func decodePreconnect(format audio.Format, attrs map[string]string, data []byte, log *slog.Logger) ([]int16, error) {
 	if attrs["trackId"] == "" {
 		return nil, errors.New("no trackId")
 	}
-	if webm {
-		return decodeWebMOpus(data)
+	if format == audio.WebMOpus {
+		webm, err := audio.DecodeWebMOpus(data, voice.InputRate, preconnectMaxSeconds*time.Second)
+		if err == nil {
+			log.Info("voice: pre-connect audio received", "seconds", float64(len(webm.PCM))/voice.InputRate, "cut_short", webm.CutShort)
+		}
+		return webm.PCM, err
 	}
 	rate, err := strconv.Atoi(attrs["sampleRate"])
 	if err != nil || rate < 8000 || rate > 192000 {
@@ -402,36 +287,9 @@ func decodePreconnect(webm bool, attrs map[string]string, data []byte) ([]int16,
 	if len(data) > preconnectMaxSeconds*rate*channels*2 {
 		return nil, fmt.Errorf("longer than %d s", preconnectMaxSeconds)
 	}
-	return decodePCM(data, rate, channels)
-}
-
-// decodePCM mixes interleaved 16-bit little-endian PCM down to mono and
-// resamples it to voice.InputRate. A trailing partial frame is dropped.
-func decodePCM(data []byte, rate, channels int) ([]int16, error) {
-	frames := len(data) / (2 * channels)
-	if frames == 0 {
-		return nil, errors.New("no audio")
+	pcm, err := audio.DecodePCM(data, rate, channels, voice.InputRate)
+	if err == nil {
+		log.Info("voice: pre-connect audio received", "seconds", float64(len(pcm))/voice.InputRate)
 	}
-	mono := make([]int16, frames)
-	for i := range mono {
-		var sum int
-		for c := range channels {
-			o := 2 * (i*channels + c)
-			sum += int(int16(uint16(data[o]) | uint16(data[o+1])<<8))
-		}
-		mono[i] = int16(sum / channels)
-	}
-	if rate == voice.InputRate {
-		return mono, nil
-	}
-	var out media.PCM16Sample
-	w := media.ResampleWriter(media.NewPCM16BufferWriter(&out, voice.InputRate), rate)
-	err := w.WriteSample(mono)
-	if cerr := w.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("resampling %d Hz: %w", rate, err)
-	}
-	return out, nil
+	return pcm, err
 }

@@ -1,4 +1,4 @@
-package room
+package audio
 
 import (
 	"math/rand/v2"
@@ -11,7 +11,7 @@ import (
 	"gopkg.in/hraban/opus.v2"
 )
 
-// voiceTrack sends the agent's voice as Opus in 20 ms frames on its own
+// Track sends an agent's voice as Opus in 20 ms frames on its own
 // clock, through the libopus binding LiveKit's media layer uses. It
 // differs from server-sdk-go's PCMLocalTrack in two things that matter at
 // a hundred conversations (see the voice benchmark in the README):
@@ -35,7 +35,7 @@ import (
 //     (TestVoiceTracksOverLiveKit). CELT's lower delay takes 4 ms off
 //     every answer too. It spends as many bytes on silence as on sound,
 //     which costs little here: the track sends little silence.
-type voiceTrack struct {
+type Track struct {
 	*webrtc.TrackLocalStaticRTP
 	encoder *opus.Encoder
 	frame   int // samples per 20 ms at the track's rate
@@ -96,17 +96,17 @@ func (e opusEncoding) encoder(rate int) (*opus.Encoder, error) {
 // opusRates are the input rates libopus encodes.
 var opusRates = []int{8000, 12000, 16000, 24000, 48000}
 
-// voiceRate is the track rate for audio that mostly comes at rate: rate
+// TrackRate is the track rate for audio that mostly comes at rate: rate
 // itself where Opus takes it, sparing a resampling step; else 48 kHz.
-func voiceRate(rate int) int {
+func TrackRate(rate int) int {
 	if slices.Contains(opusRates, rate) {
 		return rate
 	}
 	return opusClock
 }
 
-// newVoiceTrack makes a track fed at rate, one of opusRates.
-func newVoiceTrack(rate int) (*voiceTrack, error) {
+// NewTrack makes a track fed at rate, one of opusRates.
+func NewTrack(rate int) (*Track, error) {
 	track, err := webrtc.NewTrackLocalStaticRTP(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus, ClockRate: opusClock, Channels: 2}, "voice", "alicia")
 	if err != nil {
 		return nil, err
@@ -115,14 +115,14 @@ func newVoiceTrack(rate int) (*voiceTrack, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &voiceTrack{TrackLocalStaticRTP: track, encoder: enc, frame: rate * int(voiceFrame/time.Millisecond) / 1000,
+	return &Track{TrackLocalStaticRTP: track, encoder: enc, frame: rate * int(voiceFrame/time.Millisecond) / 1000,
 		done: make(chan struct{}), stopped: make(chan struct{}),
 		seq: uint16(rand.Uint32()), timestamp: rand.Uint32()}, nil
 }
 
 // Bind starts the clock when the track is first negotiated: before, there
 // is nobody to send to.
-func (t *voiceTrack) Bind(ctx webrtc.TrackLocalContext) (webrtc.RTPCodecParameters, error) {
+func (t *Track) Bind(ctx webrtc.TrackLocalContext) (webrtc.RTPCodecParameters, error) {
 	p, err := t.TrackLocalStaticRTP.Bind(ctx)
 	if err == nil {
 		t.start.Do(func() { go t.run() })
@@ -131,16 +131,16 @@ func (t *voiceTrack) Bind(ctx webrtc.TrackLocalContext) (webrtc.RTPCodecParamete
 }
 
 // WriteSample queues samples at the track's rate.
-func (t *voiceTrack) WriteSample(samples []int16) error {
+func (t *Track) WriteSample(samples []int16) error {
 	t.mu.Lock()
 	t.queue = append(t.queue, samples...)
 	t.mu.Unlock()
 	return nil
 }
 
-// take removes what has not been sent yet and returns it: a pause holds
+// Take removes what has not been sent yet and returns it: a pause holds
 // it, a barge-in drops it.
-func (t *voiceTrack) take() []int16 {
+func (t *Track) Take() []int16 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	q := t.queue
@@ -148,8 +148,8 @@ func (t *voiceTrack) take() []int16 {
 	return q
 }
 
-// keep drops what is queued beyond its first n samples.
-func (t *voiceTrack) keep(n int) {
+// Keep drops what is queued beyond its first n samples.
+func (t *Track) Keep(n int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.queue) > n {
@@ -157,15 +157,15 @@ func (t *voiceTrack) keep(n int) {
 	}
 }
 
-// queued is how many samples have not been sent yet.
-func (t *voiceTrack) queued() int {
+// Queued is how many samples have not been sent yet.
+func (t *Track) Queued() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.queue)
 }
 
 // Close stops the clock.
-func (t *voiceTrack) Close() error {
+func (t *Track) Close() error {
 	t.stop.Do(func() {
 		close(t.done)
 		t.start.Do(func() { close(t.stopped) }) // never started
@@ -174,7 +174,7 @@ func (t *voiceTrack) Close() error {
 	return nil
 }
 
-func (t *voiceTrack) run() {
+func (t *Track) run() {
 	defer close(t.stopped)
 	tick := time.NewTicker(voiceFrame)
 	defer tick.Stop()
@@ -199,7 +199,7 @@ func (t *voiceTrack) run() {
 
 // next fills f with the next frame to encode, padded with silence, and
 // says whether one is to be sent and whether it carries sound.
-func (t *voiceTrack) next(f []int16) (send, sound bool) {
+func (t *Track) next(f []int16) (send, sound bool) {
 	t.mu.Lock()
 	n := copy(f, t.queue)
 	clear(f[n:])
@@ -217,7 +217,7 @@ func (t *voiceTrack) next(f []int16) (send, sound bool) {
 }
 
 // send sends one encoded frame as one RTP packet.
-func (t *voiceTrack) send(frame []byte, sound bool) error {
+func (t *Track) send(frame []byte, sound bool) error {
 	const ticks = opusClock * uint32(voiceFrame/time.Millisecond) / 1000
 	// The first packet of sound after silence starts a talkspurt
 	// (RFC 3551 §4.1).

@@ -1,4 +1,4 @@
-package room
+package audio
 
 import (
 	"slices"
@@ -11,6 +11,10 @@ import (
 
 	"github.com/alicia-voice/alicia/internal/speechtest"
 )
+
+// micRate is the rate the tests decode microphones at, the voice
+// stage's.
+const micRate = 16000
 
 // countingInput counts the samples a microphone hands on, and the
 // writes of decoded audio among them: decoded noise is never all zeros,
@@ -45,7 +49,7 @@ func (c *countingInput) count() (samples, decoded int) {
 // call, so the test does not wait on the clock.
 func TestMicInDTXIsSilenceAtOnce(t *testing.T) {
 	in := &countingInput{}
-	dec, err := newMicDecoder(in)
+	dec, err := NewMicDecoder(in, micRate)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +73,7 @@ func TestMicInDTXIsSilenceAtOnce(t *testing.T) {
 		t.Fatal("the encoder never went into DTX")
 	}
 	const behind = 100 * time.Millisecond
-	want := samplesOf(behind / micFrame * micFrame) // whole frames
+	want := w.samplesOf(behind / micFrame * micFrame) // whole frames
 	for _, step := range []struct {
 		name    string
 		packets []opus.Sample
@@ -128,7 +132,7 @@ func TestMicSkipsPacketsWithoutVoice(t *testing.T) {
 				t.Fatal(err)
 			}
 			in := &countingInput{}
-			dec, err := newMicDecoder(in)
+			dec, err := NewMicDecoder(in, micRate)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -178,8 +182,8 @@ func TestMicSkipsPacketsWithoutVoice(t *testing.T) {
 			}
 			// A skipped packet is heard as silence of its length at
 			// once, as decoded audio is, not on a timer.
-			if samples, decoded := feed(speechtest.Noise(20, rate, 4)); decoded || samples != samplesOf(micFrame) {
-				t.Fatalf("a packet of noise after the noise: decoded %v, %d samples; want %d of silence", decoded, samples, samplesOf(micFrame))
+			if samples, decoded := feed(speechtest.Noise(20, rate, 4)); decoded || samples != micRate/50 {
+				t.Fatalf("a packet of noise after the noise: decoded %v, %d samples; want %d of silence", decoded, samples, micRate/50)
 			}
 		})
 	}

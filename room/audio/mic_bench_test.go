@@ -1,4 +1,4 @@
-package room_test
+package audio_test
 
 import (
 	"syscall"
@@ -10,14 +10,16 @@ import (
 	protoLogger "github.com/livekit/protocol/logger"
 
 	"github.com/alicia-voice/alicia/internal/speechtest"
-	"github.com/alicia-voice/alicia/pipeline/voice"
-	"github.com/alicia-voice/alicia/room"
+	"github.com/alicia-voice/alicia/room/audio"
 )
+
+// micRate is the rate the voice stage hears microphones at.
+const micRate = 16000
 
 type countingSink struct{ n int }
 
 func (c *countingSink) String() string                        { return "count" }
-func (c *countingSink) SampleRate() int                       { return voice.InputRate }
+func (c *countingSink) SampleRate() int                       { return micRate }
 func (c *countingSink) WriteSample(s media.PCM16Sample) error { c.n += len(s); return nil }
 func (c *countingSink) Close() error                          { return nil }
 func (c *countingSink) Write(s []int16) error                 { c.n += len(s); return nil }
@@ -35,7 +37,7 @@ func cpu() time.Duration {
 // SDK's PCMRemoteTrack does). The bot's own voice is BenchmarkVoiceEncode's.
 func BenchmarkMicCPU(b *testing.B) {
 	speech := speechtest.Render(b, "What is the weather like in Paris today?", 140, 48000)
-	audio := time.Duration(len(speech)) * time.Second / 48000
+	length := time.Duration(len(speech)) * time.Second / 48000
 	packets, err := speechtest.Opus(speech, 48000, false)
 	if err != nil {
 		b.Fatal(err)
@@ -44,7 +46,7 @@ func BenchmarkMicCPU(b *testing.B) {
 		name    string
 		decoder func(*countingSink) (opus.Writer, error)
 	}{
-		{"native-16k", func(s *countingSink) (opus.Writer, error) { return room.NewMicDecoder(s) }},
+		{"native-16k", func(s *countingSink) (opus.Writer, error) { return audio.NewMicDecoder(s, micRate) }},
 		{"48k-resampled", func(s *countingSink) (opus.Writer, error) {
 			return opus.Decode(media.ResampleWriter(s, 48000), 1, protoLogger.GetLogger())
 		}},
@@ -66,10 +68,10 @@ func BenchmarkMicCPU(b *testing.B) {
 			used := cpu() - start
 			// Stops its DTX timer, were one running.
 			_ = dec.Close()
-			b.ReportMetric(float64(used.Microseconds())/(float64(b.N)*audio.Seconds()), "µs-CPU-decode/audio-s")
+			b.ReportMetric(float64(used.Microseconds())/(float64(b.N)*length.Seconds()), "µs-CPU-decode/audio-s")
 			// The resampler holds a frame back.
-			if want := b.N * len(packets) * voice.InputRate / 50; sink.n < want-voice.InputRate/50 || sink.n > want {
-				b.Fatalf("decoded %d samples of %d packets, want %d at %d Hz", sink.n, b.N*len(packets), want, voice.InputRate)
+			if want := b.N * len(packets) * micRate / 50; sink.n < want-micRate/50 || sink.n > want {
+				b.Fatalf("decoded %d samples of %d packets, want %d at %d Hz", sink.n, b.N*len(packets), want, micRate)
 			}
 		})
 	}

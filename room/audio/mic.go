@@ -1,0 +1,170 @@
+package audio
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/livekit/media-sdk"
+	"github.com/livekit/media-sdk/opus"
+	protoLogger "github.com/livekit/protocol/logger"
+)
+
+// Input receives a microphone's audio. Write copies what it keeps: the
+// samples are reused once it returns.
+type Input interface {
+	Write(samples []int16) error
+	Close() error
+}
+
+// NewMicDecoder decodes a microphone's Opus packets into in at rate mono
+// (libopus decodes at that rate itself), with silence for the time a
+// client in DTX sends nothing (micWriter).
+func NewMicDecoder(in Input, rate int) (opus.Writer, error) {
+	w := &micWriter{in: in, rate: rate, covered: time.Now()}
+	dec, err := opus.Decode(w, 1, protoLogger.GetLogger())
+	if err != nil {
+		return nil, err
+	}
+	return dtxWatch{Writer: dec, mic: w}, nil
+}
+
+// micFrame is the silence written at a time, and how often.
+const micFrame = 20 * time.Millisecond
+
+// dtxWatch tells micWriter whether the client is in Opus DTX: WebRTC
+// stops sending in silence, and sends the first packet of a byte or two
+// that the encoder makes then, which says so. A client that sends without
+// DTX is taken as silent once its encoder has marked dtxHangover packets
+// in a row as holding no voice: they are not decoded, and each is heard
+// as silence of its length. Decoding them was most of what such a client
+// cost more than one in DTX (the voice benchmark in the README), for
+// audio the stage only ever hears as silence; the first packet with
+// voice in it is decoded again.
+type dtxWatch struct {
+	opus.Writer
+	mic *micWriter
+}
+
+// dtxHangover is how many packets without voice must come in a row before
+// they are skipped: libopus's own DTX waits as long (200 ms of 20 ms
+// packets), so that a pause inside a word is heard as it was.
+const dtxHangover = 10
+
+func (w dtxWatch) WriteSample(s opus.Sample) error {
+	dtx := len(s) <= 2
+	w.mic.dtx.Store(dtx)
+	if dtx {
+		w.mic.watch()
+		return nil
+	}
+	if active, length, ok := voiceActivity(s); ok && !active {
+		w.mic.unvoiced++
+		if w.mic.unvoiced > dtxHangover {
+			// In place of the audio it would have decoded to, at the
+			// time it would have: the packets keep coming, and they are
+			// the clock, as when they are decoded.
+			return w.mic.WriteSample(micSilence[:min(len(micSilence), w.mic.samplesOf(length))])
+		}
+	} else {
+		w.mic.unvoiced = 0
+	}
+	return w.Writer.WriteSample(s)
+}
+
+// micWriter hands decoded audio to in, and silence for the stretches
+// when the client sends nothing. LiveKit's clients publish microphones
+// with Opus DTX: in silence (a muted track too) they send a packet every
+// 400 ms. The stage hears time only through samples, so without them
+// the silence that ends an utterance would come 20 ms every 400 ms.
+// Once a client has said it is in DTX, the time it sends nothing is
+// written as silence as it passes, until audio comes again: what was
+// decoded and what was filled add up to the time that passed. It is not
+// held back: the end of an utterance is timed from the silence as it
+// arrives, so silence written late makes every answer late. (Waiting
+// 200 ms before filling, as this did, cost 200 ms after each of the
+// comfort-noise packets a client in DTX sends every 400 ms, and 0.3 s
+// at the median from the end of speech to the first audio in the voice
+// benchmark.) Only in DTX: packets late for any other reason (the
+// network, or a bot too busy to read them in time) are speech on its
+// way, and silence written in their place would cut an utterance in
+// two. The timer runs only while the client is in DTX; a packet skipped
+// for holding no voice (dtxWatch) is written as its own silence.
+type micWriter struct {
+	in   Input
+	rate int
+	dtx  atomic.Bool // the last packet said the client is in DTX
+	// unvoiced counts the packets without voice in a row; dtxWatch's own.
+	unvoiced int
+
+	mu      sync.Mutex
+	covered time.Time   // the time up to which in has had audio
+	timer   *time.Timer // set while the client is in DTX
+	closed  bool
+}
+
+// micSilence is the silence written, a second at 16 kHz at most at a
+// time. It is never written to: an Input copies what it keeps, as it
+// must of the decoder's audio, whose buffer the decoder reuses.
+var micSilence = make([]int16, 16000)
+
+// samplesOf is how many of the microphone's samples last d.
+func (m *micWriter) samplesOf(d time.Duration) int {
+	return int(d * time.Duration(m.rate) / time.Second)
+}
+
+// watch starts the timer for a client that went into DTX.
+func (m *micWriter) watch() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.timer == nil && !m.closed {
+		m.timer = time.AfterFunc(max(0, time.Until(m.covered.Add(micFrame))), m.fill)
+	}
+}
+
+func (m *micWriter) String() string  { return "microphone" }
+func (m *micWriter) SampleRate() int { return m.rate }
+
+func (m *micWriter) WriteSample(s media.PCM16Sample) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.covered = time.Now()
+	return m.in.Write(s)
+}
+
+// fill runs on the timer: it writes the time not covered as silence,
+// in whole frames, and sets the timer for the next, until the client
+// leaves DTX.
+func (m *micWriter) fill() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return
+	}
+	if !m.dtx.Load() {
+		m.timer = nil
+		return
+	}
+	now := time.Now()
+	if frames := int(now.Sub(m.covered) / micFrame); frames > 0 {
+		// Written under mu, so that it never lands between a packet's
+		// audio and the next; in.Write does not block.
+		for n := m.samplesOf(time.Duration(frames) * micFrame); n > 0; {
+			k := min(n, len(micSilence))
+			_ = m.in.Write(micSilence[:k])
+			n -= k
+		}
+		m.covered = m.covered.Add(time.Duration(frames) * micFrame)
+	}
+	m.timer.Reset(m.covered.Add(micFrame).Sub(now))
+}
+
+func (m *micWriter) Close() error {
+	m.mu.Lock()
+	m.closed = true
+	if m.timer != nil {
+		m.timer.Stop()
+	}
+	m.mu.Unlock()
+	return m.in.Close()
+}
