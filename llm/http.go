@@ -82,17 +82,17 @@ func (s *stream) failure(err error) *Error {
 func transportError(parent, ctx context.Context, err error, otherwise ErrorKind) *Error {
 	switch {
 	case parent.Err() != nil:
-		return &Error{Kind: ErrCancelled, Message: context.Cause(parent).Error(), cause: err}
+		return &Error{Service: service, Kind: ErrCancelled, Message: context.Cause(parent).Error(), Cause: err}
 	case errors.Is(context.Cause(ctx), errIdle):
-		return &Error{Kind: ErrIdle, Message: "no data for longer than the idle timeout", cause: err}
+		return &Error{Service: service, Kind: ErrIdle, Message: "no data for longer than the idle timeout", Cause: err}
 	case failover.TimedOut(ctx):
-		return &Error{Kind: ErrIdle, Message: "no first byte within the first-byte timeout", cause: err}
+		return &Error{Service: service, Kind: ErrIdle, Message: "no first byte within the first-byte timeout", Cause: err}
 	}
 	msg := ""
 	if err != nil {
 		msg = err.Error()
 	}
-	return &Error{Kind: otherwise, Message: msg, cause: err}
+	return &Error{Service: service, Kind: otherwise, Message: msg, Cause: err}
 }
 
 // post sends body as JSON to the first server that answers it and
@@ -103,13 +103,13 @@ func transportError(parent, ctx context.Context, err error, otherwise ErrorKind)
 func (b *httpBackend) post(ctx context.Context, path string, body any, accept string) (*stream, *Error) {
 	payload, err := json.Marshal(body)
 	if err != nil {
-		return nil, &Error{Kind: ErrProtocol, Message: "encoding the request: " + err.Error()}
+		return nil, &Error{Service: service, Kind: ErrProtocol, Message: "encoding the request: " + err.Error()}
 	}
 	var s *stream
 	err = b.servers.Do(ctx, func(ctx context.Context, a failover.Attempt) error {
 		var e *Error
 		if s, e = b.postTo(ctx, a, path, payload, accept); e != nil {
-			if e.serverDown() {
+			if serverDown(e) {
 				return failover.Down(e)
 			}
 			return e
@@ -122,12 +122,12 @@ func (b *httpBackend) post(ctx context.Context, path string, body any, accept st
 	if e, ok := AsError(err); ok {
 		return nil, e
 	}
-	return nil, &Error{Kind: ErrConnect, Message: err.Error(), cause: err}
+	return nil, &Error{Service: service, Kind: ErrConnect, Message: err.Error(), Cause: err}
 }
 
-// serverDown reports whether a failure before the first byte is the
+// serverDown reports whether e, a failure before the first byte, is the
 // server's, so that another server may serve the request.
-func (e *Error) serverDown() bool {
+func serverDown(e *Error) bool {
 	switch e.Kind {
 	case ErrConnect, ErrIdle, ErrTruncated:
 		return true
@@ -158,7 +158,7 @@ func (b *httpBackend) postTo(ctx context.Context, a failover.Attempt, path strin
 	// timeout is the idle timeout when that bounded the wait.
 	failed := func(err error, otherwise ErrorKind) *Error {
 		if idleFirst && failover.TimedOut(fctx) && ctx.Err() == nil {
-			return &Error{Kind: ErrIdle, Message: "no data for longer than the idle timeout", cause: err}
+			return &Error{Service: service, Kind: ErrIdle, Message: "no data for longer than the idle timeout", Cause: err}
 		}
 		return transportError(ctx, sctx, err, otherwise)
 	}
@@ -170,7 +170,7 @@ func (b *httpBackend) postTo(ctx context.Context, a failover.Attempt, path strin
 	}()
 	req, err := http.NewRequestWithContext(sctx, http.MethodPost, strings.TrimSuffix(a.Server, "/")+path, bytes.NewReader(payload))
 	if err != nil {
-		return nil, &Error{Kind: ErrConnect, Message: err.Error(), cause: err}
+		return nil, &Error{Service: service, Kind: ErrConnect, Message: err.Error(), Cause: err}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", accept)
@@ -191,7 +191,7 @@ func (b *httpBackend) postTo(ctx context.Context, a failover.Attempt, path strin
 		_ = resp.Body.Close()
 		switch {
 		case errors.Is(err, io.EOF):
-			return nil, &Error{Kind: ErrTruncated, Message: "the response had no body", cause: err}
+			return nil, &Error{Service: service, Kind: ErrTruncated, Message: "the response had no body", Cause: err}
 		case errors.Is(err, failover.ErrNoFirstByte):
 			// The time ran out as the byte came: the context is gone.
 			return nil, failed(context.Cause(fctx), ErrConnect)
@@ -213,7 +213,7 @@ type readCloser struct {
 // {"error":{…}}, flat {"object":"error",…}, Ollama's {"error":"…"}, a body
 // framed as SSE (DashScope), or a proxy's HTML page.
 func httpError(status int, body []byte) *Error {
-	e := &Error{Kind: ErrHTTP, Status: status}
+	e := &Error{Service: service, Kind: ErrHTTP, Status: status}
 	trimmed := bytes.TrimSpace(body)
 	if rest, ok := bytes.CutPrefix(trimmed, []byte("data:")); ok {
 		trimmed, _, _ = bytes.Cut(bytes.TrimSpace(rest), []byte("\n"))

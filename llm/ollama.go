@@ -112,7 +112,7 @@ func (c *ollamaNative) Stream(ctx context.Context, req *Request) iter.Seq[Event]
 				if len(bytes.TrimSpace(raw)) > 0 {
 					line = olLine{}
 					if jerr := decodeChunk(raw, &line); jerr != nil {
-						return &Error{Kind: ErrProtocol, Message: "unreadable line: " + jerr.Error(), cause: jerr}
+						return &Error{Service: service, Kind: ErrProtocol, Message: "unreadable line: " + jerr.Error(), Cause: jerr}
 					}
 					if len(line.Error) > 0 && string(line.Error) != "null" {
 						return midStreamError(raw)
@@ -138,7 +138,7 @@ func (c *ollamaNative) Stream(ctx context.Context, req *Request) iter.Seq[Event]
 					}
 				}
 				if errors.Is(err, io.EOF) {
-					return &Error{Kind: ErrTruncated, Message: "the stream ended without done:true"}
+					return &Error{Service: service, Kind: ErrTruncated, Message: "the stream ended without done:true"}
 				}
 				if err != nil {
 					return s.failure(err)

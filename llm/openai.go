@@ -268,7 +268,7 @@ func (c *openAI) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
 			}
 			if finish == "" {
 				// No finish_reason: the server died or a proxy cut the stream.
-				return &Error{Kind: ErrTruncated, Message: "no finish reason before the stream ended"}
+				return &Error{Service: service, Kind: ErrTruncated, Message: "no finish reason before the stream ended"}
 			}
 			acc.flush(t)
 			t.finish(finish)
@@ -285,7 +285,7 @@ func (c *openAI) apply(t *turn, acc *toolAccumulator, chunk *oaChunk, payload []
 		if _, _, ok := errorFromJSON(payload); ok {
 			return midStreamError(payload)
 		}
-		return &Error{Kind: ErrProtocol, Message: "unreadable chunk: " + err.Error(), cause: err}
+		return &Error{Service: service, Kind: ErrProtocol, Message: "unreadable chunk: " + err.Error(), Cause: err}
 	}
 	if (len(chunk.Error) > 0 && string(chunk.Error) != "null") || chunk.Object == "error" {
 		return midStreamError(payload)
@@ -311,7 +311,7 @@ func (c *openAI) apply(t *turn, acc *toolAccumulator, chunk *oaChunk, payload []
 		}
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
 			if *ch.FinishReason == "error" {
-				return &Error{Kind: ErrMidStream, Message: "the backend ended the answer with an error"}
+				return &Error{Service: service, Kind: ErrMidStream, Message: "the backend ended the answer with an error"}
 			}
 			if *finish == "" { // OpenRouter repeats it on the usage chunk
 				*finish = FinishReason(*ch.FinishReason)
@@ -331,7 +331,7 @@ func (c *openAI) apply(t *turn, acc *toolAccumulator, chunk *oaChunk, payload []
 // midStreamError reads an error sent inside a stream, in any of the
 // shapes errorFromJSON knows, or as llama.cpp's legacy "error:" field.
 func midStreamError(payload []byte) *Error {
-	e := &Error{Kind: ErrMidStream}
+	e := &Error{Service: service, Kind: ErrMidStream}
 	if code, msg, ok := errorFromJSON(payload); ok {
 		e.Code, e.Message = code, msg
 		return e
