@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	gonanoid "github.com/matoous/go-nanoid/v2"
+
+	"github.com/alicia-voice/alicia/internal/provider"
 )
 
 // aguiAgent talks to an AG-UI agent over HTTP: one RunAgentInput POST, an
@@ -298,7 +300,7 @@ func (c *aguiAgent) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
 				}
 				ev = aguiEvent{}
 				if err := decodeChunk(bytes.TrimSpace(payload), &ev); err != nil || ev.Type == "" {
-					return &Error{Service: service, Kind: ErrProtocol, Message: "not an AG-UI event: " + plainText(payload)}
+					return &Error{Service: service, Kind: ErrProtocol, Message: "not an AG-UI event: " + provider.PlainText(payload)}
 				}
 				done, fail := run.apply(&ev)
 				if fail != nil {

@@ -5,14 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/alicia-voice/alicia/internal/failover"
+	"github.com/alicia-voice/alicia/internal/provider"
 )
 
 // httpBackend is what the HTTP backends share: one POST whose streamed
@@ -184,7 +183,7 @@ func (b *httpBackend) postTo(ctx context.Context, a failover.Attempt, path strin
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return nil, httpError(resp.StatusCode, raw)
+		return nil, provider.HTTPError(service, resp.StatusCode, raw)
 	}
 	br, err := fb.Open(resp.Body)
 	if err != nil {
@@ -207,95 +206,6 @@ func (b *httpBackend) postTo(ctx context.Context, a failover.Attempt, path strin
 type readCloser struct {
 	io.Reader
 	io.Closer
-}
-
-// httpError reads an error body in any shape the backends use: nested
-// {"error":{…}}, flat {"object":"error",…}, Ollama's {"error":"…"}, a body
-// framed as SSE (DashScope), or a proxy's HTML page.
-func httpError(status int, body []byte) *Error {
-	e := &Error{Service: service, Kind: ErrHTTP, Status: status}
-	trimmed := bytes.TrimSpace(body)
-	if rest, ok := bytes.CutPrefix(trimmed, []byte("data:")); ok {
-		trimmed, _, _ = bytes.Cut(bytes.TrimSpace(rest), []byte("\n"))
-	}
-	if code, msg, ok := errorFromJSON(trimmed); ok {
-		e.Code, e.Message = code, msg
-		return e
-	}
-	e.Message = plainText(trimmed)
-	if e.Message == "" {
-		e.Message = http.StatusText(status)
-	}
-	return e
-}
-
-var (
-	htmlTags  = regexp.MustCompile(`(?s)<[^>]*>`)
-	htmlTitle = regexp.MustCompile(`(?is)<title>(.*?)</title>`)
-)
-
-// plainText makes a short readable message of a non-JSON body, such as a
-// proxy's HTML error page.
-func plainText(b []byte) string {
-	s := string(b)
-	if t := htmlTitle.FindStringSubmatch(s); t != nil {
-		s = t[1]
-	} else {
-		s = htmlTags.ReplaceAllString(s, " ")
-	}
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 200 {
-		s = s[:200] + "…"
-	}
-	return s
-}
-
-// errorFromJSON recognises an error object: {"error":{"message","type",
-// "code"}}, {"error":"…"} or {"object":"error","message",…}. It reports
-// false for anything else, including a chunk whose "error" is null.
-func errorFromJSON(b []byte) (code, message string, ok bool) {
-	var v struct {
-		Error   json.RawMessage `json:"error"`
-		Object  string          `json:"object"`
-		Message string          `json:"message"`
-		Type    string          `json:"type"`
-		Code    json.RawMessage `json:"code"`
-	}
-	if len(b) == 0 || b[0] != '{' || json.Unmarshal(b, &v) != nil {
-		return "", "", false
-	}
-	switch {
-	case len(v.Error) > 0 && v.Error[0] == '{':
-		var inner struct {
-			Message string          `json:"message"`
-			Type    string          `json:"type"`
-			Code    json.RawMessage `json:"code"`
-		}
-		if json.Unmarshal(v.Error, &inner) != nil {
-			return "", "", false
-		}
-		return errorCode(inner.Code, inner.Type), inner.Message, true
-	case len(v.Error) > 0 && v.Error[0] == '"':
-		var s string
-		_ = json.Unmarshal(v.Error, &s)
-		return "", s, true
-	case v.Object == "error":
-		return errorCode(v.Code, v.Type), v.Message, true
-	}
-	return "", "", false
-}
-
-// errorCode prefers the backend's code (a number or a string) and falls
-// back to its error type.
-func errorCode(code json.RawMessage, typ string) string {
-	c := strings.Trim(string(code), `"`)
-	switch {
-	case c != "" && c != "null" && typ != "":
-		return fmt.Sprintf("%s %s", c, typ)
-	case c != "" && c != "null":
-		return c
-	}
-	return typ
 }
 
 // runStream is what every backend's Stream shares: post, read frames into

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"io"
 	"iter"
+
+	"github.com/alicia-voice/alicia/internal/provider"
 )
 
 // ollamaNative speaks Ollama's own /api/chat: newline-delimited JSON, the
@@ -115,7 +117,7 @@ func (c *ollamaNative) Stream(ctx context.Context, req *Request) iter.Seq[Event]
 						return &Error{Service: service, Kind: ErrProtocol, Message: "unreadable line: " + jerr.Error(), Cause: jerr}
 					}
 					if len(line.Error) > 0 && string(line.Error) != "null" {
-						return midStreamError(raw)
+						return provider.StreamError(service, raw)
 					}
 					if m := line.Message; m != nil {
 						t.reasoningField(m.Thinking, "")

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"iter"
 	"mime"
@@ -243,7 +242,7 @@ func readTranscriptSSE(ctx context.Context, r io.Reader, partial func(string) bo
 		sawAny = true
 		switch {
 		case len(ev.Error) > 0 && string(ev.Error) != "null":
-			return "", sttErr(provider.ErrProtocol, "server error: "+string(ev.Error), nil)
+			return "", provider.StreamError("stt", []byte(data))
 		case ev.Type == "transcript.text.done":
 			return ev.Text, nil
 		case ev.Type == "transcript.text.delta":
@@ -288,32 +287,9 @@ func transportErr(service string, ctx context.Context, err error) *provider.Erro
 	return &provider.Error{Service: service, Kind: provider.ErrConnect, Message: err.Error(), Cause: err}
 }
 
-// httpErr reads the error body in OpenAI's shape ({"error": {"message"}})
-// or FastAPI's ({"detail": …}), else keeps the start of the text.
+// httpErr is the error of a response with an error status, read from
+// its body.
 func httpErr(service string, resp *http.Response) *provider.Error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
-	var shaped struct {
-		Error struct {
-			Message string `json:"message"`
-		} `json:"error"`
-		Detail json.RawMessage `json:"detail"`
-	}
-	msg := strings.TrimSpace(string(b))
-	if json.Unmarshal(b, &shaped) == nil {
-		switch {
-		case shaped.Error.Message != "":
-			msg = shaped.Error.Message
-		case len(shaped.Detail) > 0:
-			var s string
-			if json.Unmarshal(shaped.Detail, &s) == nil {
-				msg = s
-			} else {
-				msg = string(shaped.Detail)
-			}
-		}
-	}
-	if len(msg) > 300 {
-		msg = msg[:300]
-	}
-	return &provider.Error{Service: service, Kind: provider.ErrHTTP, Status: resp.StatusCode, Message: fmt.Sprint(msg)}
+	return provider.HTTPError(service, resp.StatusCode, b)
 }

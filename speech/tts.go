@@ -223,7 +223,7 @@ func readSpeechSSE(ctx context.Context, r io.Reader, rate int, emit func([]int16
 		}
 		switch {
 		case ev.Type == "error" || (len(ev.Error) > 0 && string(ev.Error) != "null"):
-			return ttsErr(provider.ErrMidStream, truncate(string(ev.Error), 300), nil)
+			return provider.StreamError("tts", []byte(data))
 		case ev.Type == "speech.audio.done":
 			return nil
 		case ev.Type == "speech.audio.delta":

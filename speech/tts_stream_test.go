@@ -141,9 +141,10 @@ func TestSynthesisSSEErrors(t *testing.T) {
 	for _, tc := range []struct {
 		body string
 		kind provider.ErrorKind
+		msg  string
 	}{
-		{"data: {\"type\":\"speech.audio.delta\",\"audio\":\"AAAA\"}\n\n", provider.ErrTruncated},
-		{"data: {\"type\":\"error\",\"error\":{\"message\":\"voice not found\"}}\n\n", provider.ErrMidStream},
+		{"data: {\"type\":\"speech.audio.delta\",\"audio\":\"AAAA\"}\n\n", provider.ErrTruncated, "the event stream ended without speech.audio.done"},
+		{"data: {\"type\":\"error\",\"error\":{\"message\":\"voice not found\"}}\n\n", provider.ErrMidStream, "voice not found"},
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
@@ -156,7 +157,7 @@ func TestSynthesisSSEErrors(t *testing.T) {
 		}
 		srv.Close()
 		var e *provider.Error
-		if !errors.As(err, &e) || e.Kind != tc.kind || e.Service != "tts" {
+		if !errors.As(err, &e) || e.Kind != tc.kind || e.Message != tc.msg || e.Service != "tts" {
 			t.Fatalf("%q: got %#v", tc.body, err)
 		}
 	}
