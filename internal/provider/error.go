@@ -1,7 +1,9 @@
 // Package provider is what the clients of remote services (models,
 // recognisers, synthesisers) share: one error type, whose kinds let a
-// caller word a failure for users and decide whether to retry, and the
-// WebSocket address of a server given by its HTTP one.
+// caller word a failure for users and decide whether to retry; the
+// reading of a server's error, from a response body or inside a stream,
+// in every shape servers send it; and the WebSocket address of a server
+// given by its HTTP one.
 package provider
 
 import (
