@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	gonanoid "github.com/matoous/go-nanoid/v2"
+
+	"github.com/alicia-voice/alicia/internal/provider"
 )
 
 // aguiAgent talks to an AG-UI agent over HTTP: one RunAgentInput POST, an
@@ -273,7 +275,7 @@ func (r *aguiRun) apply(ev *aguiEvent) (done bool, fail *Error) {
 		t.finish(reason)
 		return true, nil
 	case "RUN_ERROR":
-		return true, &Error{Kind: ErrMidStream, Code: ev.Code, Message: ev.Message}
+		return true, &Error{Service: service, Kind: ErrMidStream, Code: ev.Code, Message: ev.Message}
 	}
 	return false, nil
 }
@@ -291,14 +293,14 @@ func (c *aguiAgent) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
 			for {
 				payload, _, err := sse.next()
 				if errors.Is(err, io.EOF) {
-					return &Error{Kind: ErrTruncated, Message: "the run ended without RUN_FINISHED or RUN_ERROR"}
+					return &Error{Service: service, Kind: ErrTruncated, Message: "the run ended without RUN_FINISHED or RUN_ERROR"}
 				}
 				if err != nil {
 					return s.failure(err)
 				}
 				ev = aguiEvent{}
 				if err := decodeChunk(bytes.TrimSpace(payload), &ev); err != nil || ev.Type == "" {
-					return &Error{Kind: ErrProtocol, Message: "not an AG-UI event: " + plainText(payload)}
+					return &Error{Service: service, Kind: ErrProtocol, Message: "not an AG-UI event: " + provider.PlainText(payload)}
 				}
 				done, fail := run.apply(&ev)
 				if fail != nil {

@@ -5,14 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/alicia-voice/alicia/internal/failover"
+	"github.com/alicia-voice/alicia/internal/provider"
 )
 
 // httpBackend is what the HTTP backends share: one POST whose streamed
@@ -82,17 +81,17 @@ func (s *stream) failure(err error) *Error {
 func transportError(parent, ctx context.Context, err error, otherwise ErrorKind) *Error {
 	switch {
 	case parent.Err() != nil:
-		return &Error{Kind: ErrCancelled, Message: context.Cause(parent).Error(), cause: err}
+		return &Error{Service: service, Kind: ErrCancelled, Message: context.Cause(parent).Error(), Cause: err}
 	case errors.Is(context.Cause(ctx), errIdle):
-		return &Error{Kind: ErrIdle, Message: "no data for longer than the idle timeout", cause: err}
+		return &Error{Service: service, Kind: ErrIdle, Message: "no data for longer than the idle timeout", Cause: err}
 	case failover.TimedOut(ctx):
-		return &Error{Kind: ErrIdle, Message: "no first byte within the first-byte timeout", cause: err}
+		return &Error{Service: service, Kind: ErrIdle, Message: "no first byte within the first-byte timeout", Cause: err}
 	}
 	msg := ""
 	if err != nil {
 		msg = err.Error()
 	}
-	return &Error{Kind: otherwise, Message: msg, cause: err}
+	return &Error{Service: service, Kind: otherwise, Message: msg, Cause: err}
 }
 
 // post sends body as JSON to the first server that answers it and
@@ -103,13 +102,13 @@ func transportError(parent, ctx context.Context, err error, otherwise ErrorKind)
 func (b *httpBackend) post(ctx context.Context, path string, body any, accept string) (*stream, *Error) {
 	payload, err := json.Marshal(body)
 	if err != nil {
-		return nil, &Error{Kind: ErrProtocol, Message: "encoding the request: " + err.Error()}
+		return nil, &Error{Service: service, Kind: ErrProtocol, Message: "encoding the request: " + err.Error()}
 	}
 	var s *stream
 	err = b.servers.Do(ctx, func(ctx context.Context, a failover.Attempt) error {
 		var e *Error
 		if s, e = b.postTo(ctx, a, path, payload, accept); e != nil {
-			if e.serverDown() {
+			if serverDown(e) {
 				return failover.Down(e)
 			}
 			return e
@@ -122,12 +121,12 @@ func (b *httpBackend) post(ctx context.Context, path string, body any, accept st
 	if e, ok := AsError(err); ok {
 		return nil, e
 	}
-	return nil, &Error{Kind: ErrConnect, Message: err.Error(), cause: err}
+	return nil, &Error{Service: service, Kind: ErrConnect, Message: err.Error(), Cause: err}
 }
 
-// serverDown reports whether a failure before the first byte is the
+// serverDown reports whether e, a failure before the first byte, is the
 // server's, so that another server may serve the request.
-func (e *Error) serverDown() bool {
+func serverDown(e *Error) bool {
 	switch e.Kind {
 	case ErrConnect, ErrIdle, ErrTruncated:
 		return true
@@ -158,7 +157,7 @@ func (b *httpBackend) postTo(ctx context.Context, a failover.Attempt, path strin
 	// timeout is the idle timeout when that bounded the wait.
 	failed := func(err error, otherwise ErrorKind) *Error {
 		if idleFirst && failover.TimedOut(fctx) && ctx.Err() == nil {
-			return &Error{Kind: ErrIdle, Message: "no data for longer than the idle timeout", cause: err}
+			return &Error{Service: service, Kind: ErrIdle, Message: "no data for longer than the idle timeout", Cause: err}
 		}
 		return transportError(ctx, sctx, err, otherwise)
 	}
@@ -170,7 +169,7 @@ func (b *httpBackend) postTo(ctx context.Context, a failover.Attempt, path strin
 	}()
 	req, err := http.NewRequestWithContext(sctx, http.MethodPost, strings.TrimSuffix(a.Server, "/")+path, bytes.NewReader(payload))
 	if err != nil {
-		return nil, &Error{Kind: ErrConnect, Message: err.Error(), cause: err}
+		return nil, &Error{Service: service, Kind: ErrConnect, Message: err.Error(), Cause: err}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", accept)
@@ -184,14 +183,14 @@ func (b *httpBackend) postTo(ctx context.Context, a failover.Attempt, path strin
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()
 		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return nil, httpError(resp.StatusCode, raw)
+		return nil, provider.HTTPError(service, resp.StatusCode, raw)
 	}
 	br, err := fb.Open(resp.Body)
 	if err != nil {
 		_ = resp.Body.Close()
 		switch {
 		case errors.Is(err, io.EOF):
-			return nil, &Error{Kind: ErrTruncated, Message: "the response had no body", cause: err}
+			return nil, &Error{Service: service, Kind: ErrTruncated, Message: "the response had no body", Cause: err}
 		case errors.Is(err, failover.ErrNoFirstByte):
 			// The time ran out as the byte came: the context is gone.
 			return nil, failed(context.Cause(fctx), ErrConnect)
@@ -207,95 +206,6 @@ func (b *httpBackend) postTo(ctx context.Context, a failover.Attempt, path strin
 type readCloser struct {
 	io.Reader
 	io.Closer
-}
-
-// httpError reads an error body in any shape the backends use: nested
-// {"error":{…}}, flat {"object":"error",…}, Ollama's {"error":"…"}, a body
-// framed as SSE (DashScope), or a proxy's HTML page.
-func httpError(status int, body []byte) *Error {
-	e := &Error{Kind: ErrHTTP, Status: status}
-	trimmed := bytes.TrimSpace(body)
-	if rest, ok := bytes.CutPrefix(trimmed, []byte("data:")); ok {
-		trimmed, _, _ = bytes.Cut(bytes.TrimSpace(rest), []byte("\n"))
-	}
-	if code, msg, ok := errorFromJSON(trimmed); ok {
-		e.Code, e.Message = code, msg
-		return e
-	}
-	e.Message = plainText(trimmed)
-	if e.Message == "" {
-		e.Message = http.StatusText(status)
-	}
-	return e
-}
-
-var (
-	htmlTags  = regexp.MustCompile(`(?s)<[^>]*>`)
-	htmlTitle = regexp.MustCompile(`(?is)<title>(.*?)</title>`)
-)
-
-// plainText makes a short readable message of a non-JSON body, such as a
-// proxy's HTML error page.
-func plainText(b []byte) string {
-	s := string(b)
-	if t := htmlTitle.FindStringSubmatch(s); t != nil {
-		s = t[1]
-	} else {
-		s = htmlTags.ReplaceAllString(s, " ")
-	}
-	s = strings.Join(strings.Fields(s), " ")
-	if len(s) > 200 {
-		s = s[:200] + "…"
-	}
-	return s
-}
-
-// errorFromJSON recognises an error object: {"error":{"message","type",
-// "code"}}, {"error":"…"} or {"object":"error","message",…}. It reports
-// false for anything else, including a chunk whose "error" is null.
-func errorFromJSON(b []byte) (code, message string, ok bool) {
-	var v struct {
-		Error   json.RawMessage `json:"error"`
-		Object  string          `json:"object"`
-		Message string          `json:"message"`
-		Type    string          `json:"type"`
-		Code    json.RawMessage `json:"code"`
-	}
-	if len(b) == 0 || b[0] != '{' || json.Unmarshal(b, &v) != nil {
-		return "", "", false
-	}
-	switch {
-	case len(v.Error) > 0 && v.Error[0] == '{':
-		var inner struct {
-			Message string          `json:"message"`
-			Type    string          `json:"type"`
-			Code    json.RawMessage `json:"code"`
-		}
-		if json.Unmarshal(v.Error, &inner) != nil {
-			return "", "", false
-		}
-		return errorCode(inner.Code, inner.Type), inner.Message, true
-	case len(v.Error) > 0 && v.Error[0] == '"':
-		var s string
-		_ = json.Unmarshal(v.Error, &s)
-		return "", s, true
-	case v.Object == "error":
-		return errorCode(v.Code, v.Type), v.Message, true
-	}
-	return "", "", false
-}
-
-// errorCode prefers the backend's code (a number or a string) and falls
-// back to its error type.
-func errorCode(code json.RawMessage, typ string) string {
-	c := strings.Trim(string(code), `"`)
-	switch {
-	case c != "" && c != "null" && typ != "":
-		return fmt.Sprintf("%s %s", c, typ)
-	case c != "" && c != "null":
-		return c
-	}
-	return typ
 }
 
 // runStream is what every backend's Stream shares: post, read frames into

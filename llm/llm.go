@@ -12,10 +12,10 @@ package llm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
-	"strings"
+
+	"github.com/alicia-voice/alicia/internal/provider"
 )
 
 // Role of a message in the conversation sent to the model.
@@ -231,83 +231,27 @@ type Client interface {
 	Stream(ctx context.Context, req *Request) iter.Seq[Event]
 }
 
+// Error is a failed turn: the one error type of every provider client,
+// named here so that callers of llm need not reach for another package.
+// Its Service is "llm".
+type Error = provider.Error
+
+// service is the Service of llm's errors.
+const service = "llm"
+
 // ErrorKind classifies failures so that callers can word them for users
 // and decide whether to retry.
-type ErrorKind string
+type ErrorKind = provider.ErrorKind
 
 const (
-	// ErrHTTP: the backend refused the request with an HTTP error.
-	ErrHTTP ErrorKind = "http"
-	// ErrMidStream: the backend reported an error inside the stream.
-	ErrMidStream ErrorKind = "mid-stream"
-	// ErrTruncated: the stream ended before the model finished.
-	ErrTruncated ErrorKind = "truncated"
-	// ErrIdle: the backend sent nothing for longer than the idle timeout.
-	ErrIdle ErrorKind = "idle"
-	// ErrConnect: the backend could not be reached.
-	ErrConnect ErrorKind = "connect"
-	// ErrProtocol: the backend sent something that is not its protocol.
-	ErrProtocol ErrorKind = "protocol"
-	// ErrCancelled: the caller cancelled the turn.
-	ErrCancelled ErrorKind = "cancelled"
+	ErrHTTP      = provider.ErrHTTP
+	ErrMidStream = provider.ErrMidStream
+	ErrTruncated = provider.ErrTruncated
+	ErrIdle      = provider.ErrIdle
+	ErrConnect   = provider.ErrConnect
+	ErrProtocol  = provider.ErrProtocol
+	ErrCancelled = provider.ErrCancelled
 )
 
-// Error is a failed turn.
-type Error struct {
-	Kind ErrorKind
-	// Status is the HTTP status for ErrHTTP.
-	Status int
-	// Code is the backend's error code or type, if it gave one.
-	Code    string
-	Message string
-	cause   error
-}
-
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("llm: ")
-	switch e.Kind {
-	case ErrHTTP:
-		fmt.Fprintf(&b, "backend answered HTTP %d", e.Status)
-	case ErrMidStream:
-		b.WriteString("backend failed mid-stream")
-	case ErrTruncated:
-		b.WriteString("the stream ended before the model finished")
-	case ErrIdle:
-		b.WriteString("backend went silent")
-	case ErrConnect:
-		b.WriteString("backend unreachable")
-	case ErrProtocol:
-		b.WriteString("backend sent an unreadable stream")
-	case ErrCancelled:
-		b.WriteString("cancelled")
-	}
-	if e.Code != "" {
-		fmt.Fprintf(&b, " (%s)", e.Code)
-	}
-	if e.Message != "" {
-		b.WriteString(": ")
-		b.WriteString(e.Message)
-	}
-	return b.String()
-}
-
-func (e *Error) Unwrap() error { return e.cause }
-
-// Retryable reports whether the same request may succeed later.
-func (e *Error) Retryable() bool {
-	switch e.Kind {
-	case ErrConnect, ErrIdle, ErrTruncated:
-		return true
-	case ErrHTTP:
-		return e.Status == 408 || e.Status == 429 || e.Status >= 500
-	}
-	return false
-}
-
 // AsError returns err as an *Error, if it is one.
-func AsError(err error) (*Error, bool) {
-	var e *Error
-	ok := errors.As(err, &e)
-	return e, ok
-}
+func AsError(err error) (*Error, bool) { return provider.AsError(err) }

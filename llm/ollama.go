@@ -8,6 +8,8 @@ import (
 	"errors"
 	"io"
 	"iter"
+
+	"github.com/alicia-voice/alicia/internal/provider"
 )
 
 // ollamaNative speaks Ollama's own /api/chat: newline-delimited JSON, the
@@ -112,10 +114,10 @@ func (c *ollamaNative) Stream(ctx context.Context, req *Request) iter.Seq[Event]
 				if len(bytes.TrimSpace(raw)) > 0 {
 					line = olLine{}
 					if jerr := decodeChunk(raw, &line); jerr != nil {
-						return &Error{Kind: ErrProtocol, Message: "unreadable line: " + jerr.Error(), cause: jerr}
+						return &Error{Service: service, Kind: ErrProtocol, Message: "unreadable line: " + jerr.Error(), Cause: jerr}
 					}
 					if len(line.Error) > 0 && string(line.Error) != "null" {
-						return midStreamError(raw)
+						return provider.StreamError(service, raw)
 					}
 					if m := line.Message; m != nil {
 						t.reasoningField(m.Thinking, "")
@@ -138,7 +140,7 @@ func (c *ollamaNative) Stream(ctx context.Context, req *Request) iter.Seq[Event]
 					}
 				}
 				if errors.Is(err, io.EOF) {
-					return &Error{Kind: ErrTruncated, Message: "the stream ended without done:true"}
+					return &Error{Service: service, Kind: ErrTruncated, Message: "the stream ended without done:true"}
 				}
 				if err != nil {
 					return s.failure(err)

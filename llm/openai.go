@@ -8,6 +8,8 @@ import (
 	"io"
 	"iter"
 	"strings"
+
+	"github.com/alicia-voice/alicia/internal/provider"
 )
 
 // Flavor is the kind of OpenAI-compatible server, which decides how the
@@ -254,7 +256,7 @@ func (c *openAI) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
 					return s.failure(err)
 				}
 				if isErrField {
-					return midStreamError(payload)
+					return provider.StreamError(service, payload)
 				}
 				if bytes.Equal(bytes.TrimSpace(payload), doneMarker) {
 					break
@@ -268,7 +270,7 @@ func (c *openAI) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
 			}
 			if finish == "" {
 				// No finish_reason: the server died or a proxy cut the stream.
-				return &Error{Kind: ErrTruncated, Message: "no finish reason before the stream ended"}
+				return &Error{Service: service, Kind: ErrTruncated, Message: "no finish reason before the stream ended"}
 			}
 			acc.flush(t)
 			t.finish(finish)
@@ -282,13 +284,13 @@ func (c *openAI) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
 func (c *openAI) apply(t *turn, acc *toolAccumulator, chunk *oaChunk, payload []byte, finish *FinishReason) *Error {
 	*chunk = oaChunk{}
 	if err := decodeChunk(payload, chunk); err != nil {
-		if _, _, ok := errorFromJSON(payload); ok {
-			return midStreamError(payload)
+		if _, _, ok := provider.ErrorFromJSON(payload); ok {
+			return provider.StreamError(service, payload)
 		}
-		return &Error{Kind: ErrProtocol, Message: "unreadable chunk: " + err.Error(), cause: err}
+		return &Error{Service: service, Kind: ErrProtocol, Message: "unreadable chunk: " + err.Error(), Cause: err}
 	}
 	if (len(chunk.Error) > 0 && string(chunk.Error) != "null") || chunk.Object == "error" {
-		return midStreamError(payload)
+		return provider.StreamError(service, payload)
 	}
 	for i := range chunk.Choices {
 		ch := &chunk.Choices[i]
@@ -311,7 +313,7 @@ func (c *openAI) apply(t *turn, acc *toolAccumulator, chunk *oaChunk, payload []
 		}
 		if ch.FinishReason != nil && *ch.FinishReason != "" {
 			if *ch.FinishReason == "error" {
-				return &Error{Kind: ErrMidStream, Message: "the backend ended the answer with an error"}
+				return &Error{Service: service, Kind: ErrMidStream, Message: "the backend ended the answer with an error"}
 			}
 			if *finish == "" { // OpenRouter repeats it on the usage chunk
 				*finish = FinishReason(*ch.FinishReason)
@@ -326,25 +328,4 @@ func (c *openAI) apply(t *turn, acc *toolAccumulator, chunk *oaChunk, payload []
 		t.setUsage(usage)
 	}
 	return nil
-}
-
-// midStreamError reads an error sent inside a stream, in any of the
-// shapes errorFromJSON knows, or as llama.cpp's legacy "error:" field.
-func midStreamError(payload []byte) *Error {
-	e := &Error{Kind: ErrMidStream}
-	if code, msg, ok := errorFromJSON(payload); ok {
-		e.Code, e.Message = code, msg
-		return e
-	}
-	var flat struct {
-		Message string          `json:"message"`
-		Type    string          `json:"type"`
-		Code    json.RawMessage `json:"code"`
-	}
-	if json.Unmarshal(payload, &flat) == nil && flat.Message != "" {
-		e.Code, e.Message = errorCode(flat.Code, flat.Type), flat.Message
-		return e
-	}
-	e.Message = plainText(payload)
-	return e
 }

@@ -18,8 +18,9 @@ import (
 	"github.com/alicia-voice/alicia/llm/standin"
 	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/pipeline/voice"
-	speechstandin "github.com/alicia-voice/alicia/pipeline/voice/standin"
 	"github.com/alicia-voice/alicia/room"
+	"github.com/alicia-voice/alicia/speech"
+	speechstandin "github.com/alicia-voice/alicia/speech/standin"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
 )
@@ -97,7 +98,7 @@ func TestModelFailoverOverLiveKit(t *testing.T) {
 
 // speechAgent runs the bot with the engine, the model stand-in and the
 // speech of pc (the streaming transports serve uses for the stand-in).
-func speechAgent(t *testing.T, lk *testenv.LiveKit, pc voice.ProviderConfig) (room.Config, voice.Recognizer, voice.Synthesizer) {
+func speechAgent(t *testing.T, lk *testenv.LiveKit, pc speech.ProviderConfig) (room.Config, voice.Recognizer, voice.Synthesizer) {
 	t.Helper()
 	s, _ := standin.New(nil, standin.Pacing{TTFTMs: 5, TokenMs: 1}, nil)
 	model := httptest.NewServer(s.Handler())
@@ -149,7 +150,7 @@ func TestSpeechFailoverOverLiveKit(t *testing.T) {
 		t.Run(bad.name, func(t *testing.T) {
 			h := speechStandin(t, question)
 			second, synthesised := testenv.CountingServer(t, h, pathEnds("/audio/speech"))
-			pc := voice.ProviderConfig{
+			pc := speech.ProviderConfig{
 				STTURL: bad.wrap(t, h) + "/v1," + second.URL + "/v1", TTSURL: bad.wrap(t, h) + "/v1," + second.URL + "/v1",
 				STTFirstByte: time.Second, TTSFirstByte: time.Second,
 			}
@@ -204,7 +205,7 @@ func TestSpeechOutageOverLiveKit(t *testing.T) {
 	down.Store(true)
 	isDown := down.Load
 	servers := gated(t, h, isDown).URL + "/v1," + gated(t, h, isDown).URL + "/v1"
-	cfg, _, _ := speechAgent(t, lk, voice.ProviderConfig{STTURL: servers, TTSURL: servers, STTFirstByte: time.Second, TTSFirstByte: time.Second})
+	cfg, _, _ := speechAgent(t, lk, speech.ProviderConfig{STTURL: servers, TTSURL: servers, STTFirstByte: time.Second, TTSFirstByte: time.Second})
 	const conv = "conv_speech_outage"
 	heard := &pcmQueue{ch: make(chan []int16, 8192)}
 	u, mic, _ := listeningUser(t, lk, cfg, conv, "alice", heard)
@@ -333,16 +334,16 @@ func TestFailoverWaitsForLongUploads(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			first, firstAsked := transcriber(t, tc.delay, "from the first")
 			second, secondAsked := transcriber(t, 0, "from the second")
-			rec := voice.ProviderConfig{STTURL: first.URL + "/v1," + second.URL + "/v1", STTTransport: "http", STTFirstByte: 100 * time.Millisecond,
+			rec := speech.ProviderConfig{STTURL: first.URL + "/v1," + second.URL + "/v1", STTTransport: "http", STTFirstByte: 100 * time.Millisecond,
 				Logger: slog.New(slog.DiscardHandler)}.Recognizer()
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			var final voice.RecognizeEvent
-			for ev := range rec.Stream(ctx, &voice.RecognizeRequest{Audio: audio, SampleRate: voice.InputRate}) {
+			var final speech.RecognizeEvent
+			for ev := range rec.Stream(ctx, &speech.RecognizeRequest{Audio: audio, SampleRate: voice.InputRate}) {
 				final = ev
 			}
 			want := []string{"from the first", "from the second"}[tc.served]
-			if final.Kind != voice.RecognizeFinal || final.Text != want || firstAsked.Load() != 1 || secondAsked.Load() != int32(tc.served) {
+			if final.Kind != speech.RecognizeFinal || final.Text != want || firstAsked.Load() != 1 || secondAsked.Load() != int32(tc.served) {
 				t.Fatalf("%+v; asked the first %d times, the second %d", final, firstAsked.Load(), secondAsked.Load())
 			}
 			st := rec.(failover.Served).Servers().Status()

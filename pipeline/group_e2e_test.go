@@ -16,9 +16,10 @@ import (
 	"github.com/alicia-voice/alicia/llm/standin"
 	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/pipeline/voice"
-	speechstandin "github.com/alicia-voice/alicia/pipeline/voice/standin"
 	"github.com/alicia-voice/alicia/reasoning"
 	"github.com/alicia-voice/alicia/room"
+	"github.com/alicia-voice/alicia/speech"
+	speechstandin "github.com/alicia-voice/alicia/speech/standin"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
 )
@@ -65,7 +66,7 @@ func groupAgent(t *testing.T, lk *testenv.LiveKit, phrases ...string) (room.Conf
 	ms := httptest.NewServer(model.Handler())
 	t.Cleanup(ms.Close)
 	client, _ := llm.New(llm.Config{Backend: "openai", URL: ms.URL + "/vllm/v1", Model: "Qwen3-8B"})
-	speech := speechtest.Server(t, phrases...)
+	speechURL := speechtest.Server(t, phrases...)
 
 	mem := storage.NewMemory(storage.ReasoningPlain)
 	cfg := room.Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-voice"}
@@ -73,8 +74,8 @@ func groupAgent(t *testing.T, lk *testenv.LiveKit, phrases ...string) (room.Conf
 	engine := pipeline.NewEngine(pipeline.Config{LLM: client, Thinking: true, Logger: log}, mem)
 	agent := room.NewAgent(cfg, mem, room.NewMetrics(nil), func(id string) room.Conversation { return engine.Open(id) }, log)
 	agent.EnableVoice(room.VoiceConfig{OutputRate: speechstandin.PCMRate, Stage: voice.Config{
-		Recognizer:  &voice.OpenAIRecognizer{URL: speech + "/v1", Streaming: true},
-		Synthesizer: &voice.OpenAISynthesizer{URL: speech + "/v1", Format: "pcm", PCMRate: speechstandin.PCMRate},
+		Recognizer:  &speech.OpenAIRecognizer{URL: speechURL + "/v1", Streaming: true},
+		Synthesizer: &speech.OpenAISynthesizer{URL: speechURL + "/v1", Format: "pcm", PCMRate: speechstandin.PCMRate},
 		Logger:      log,
 	}})
 	ctx, cancel := context.WithCancel(context.Background())

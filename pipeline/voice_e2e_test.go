@@ -28,8 +28,9 @@ import (
 	"github.com/alicia-voice/alicia/llm/standin"
 	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/pipeline/voice"
-	speechstandin "github.com/alicia-voice/alicia/pipeline/voice/standin"
 	"github.com/alicia-voice/alicia/room"
+	"github.com/alicia-voice/alicia/speech"
+	speechstandin "github.com/alicia-voice/alicia/speech/standin"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
 )
@@ -205,9 +206,9 @@ func TestVoiceTurnThroughTheEngine(t *testing.T) {
 		}
 	}
 	var said string
-	recog := &voice.OpenAIRecognizer{URL: speechURL + "/v1"}
-	for ev := range recog.Stream(ctx, &voice.RecognizeRequest{Audio: first, SampleRate: voice.InputRate}) {
-		if ev.Kind == voice.RecognizeError {
+	recog := &speech.OpenAIRecognizer{URL: speechURL + "/v1"}
+	for ev := range recog.Stream(ctx, &speech.RecognizeRequest{Audio: first, SampleRate: voice.InputRate}) {
+		if ev.Kind == speech.RecognizeError {
 			t.Fatal(ev.Err)
 		}
 		said = ev.Text
@@ -340,7 +341,7 @@ func voiceAgentWith(t testing.TB, lk *testenv.LiveKit, ms modelSetup, phrases ..
 	var mu sync.Mutex
 	var texts []string
 	h := sp.Handler()
-	speech := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	speechSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/audio/speech") {
 			body, _ := io.ReadAll(r.Body)
 			var req struct{ Input string }
@@ -352,7 +353,7 @@ func voiceAgentWith(t testing.TB, lk *testenv.LiveKit, ms modelSetup, phrases ..
 		}
 		h.ServeHTTP(w, r)
 	}))
-	t.Cleanup(speech.Close)
+	t.Cleanup(speechSrv.Close)
 
 	mem := storage.NewMemory(storage.ReasoningPlain)
 	cfg = room.Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-voice"}
@@ -360,8 +361,8 @@ func voiceAgentWith(t testing.TB, lk *testenv.LiveKit, ms modelSetup, phrases ..
 	engine := pipeline.NewEngine(pipeline.Config{LLM: client, Thinking: true, ThinkingPolicy: ms.thinking, Telemetry: ms.telemetry, Logger: log}, mem)
 	agent := room.NewAgent(cfg, mem, room.NewMetrics(nil), func(id string) room.Conversation { return engine.Open(id) }, log)
 	stage := voice.Config{
-		Recognizer:  &voice.OpenAIRecognizer{URL: speech.URL + "/v1", Streaming: true},
-		Synthesizer: &voice.OpenAISynthesizer{URL: speech.URL + "/v1", Format: "pcm", PCMRate: speechstandin.PCMRate},
+		Recognizer:  &speech.OpenAIRecognizer{URL: speechSrv.URL + "/v1", Streaming: true},
+		Synthesizer: &speech.OpenAISynthesizer{URL: speechSrv.URL + "/v1", Format: "pcm", PCMRate: speechstandin.PCMRate},
 		Logger:      log,
 	}
 	if ms.stage != nil {
@@ -373,7 +374,7 @@ func voiceAgentWith(t testing.TB, lk *testenv.LiveKit, ms modelSetup, phrases ..
 	go func() { defer close(done); agent.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	<-agent.Registered()
-	return cfg, mem, speech.URL, func() []string {
+	return cfg, mem, speechSrv.URL, func() []string {
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]string(nil), texts...)

@@ -21,8 +21,9 @@ import (
 	"github.com/alicia-voice/alicia/llm/standin"
 	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/pipeline/voice"
-	speechstandin "github.com/alicia-voice/alicia/pipeline/voice/standin"
 	"github.com/alicia-voice/alicia/room"
+	"github.com/alicia-voice/alicia/speech"
+	speechstandin "github.com/alicia-voice/alicia/speech/standin"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
 )
@@ -682,8 +683,8 @@ func recognise(ctx context.Context, tb testing.TB, phrases []string, pcm []int16
 	srv := httptest.NewServer(ear.Handler())
 	defer srv.Close()
 	var text string
-	for ev := range (&voice.OpenAIRecognizer{URL: srv.URL + "/v1"}).Stream(ctx, &voice.RecognizeRequest{Audio: pcm, SampleRate: voice.InputRate}) {
-		if ev.Kind == voice.RecognizeError {
+	for ev := range (&speech.OpenAIRecognizer{URL: srv.URL + "/v1"}).Stream(ctx, &speech.RecognizeRequest{Audio: pcm, SampleRate: voice.InputRate}) {
+		if ev.Kind == speech.RecognizeError {
 			tb.Fatal(ev.Err)
 		}
 		text = ev.Text

@@ -17,8 +17,9 @@ import (
 	"github.com/alicia-voice/alicia/internal/speechtest"
 	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/pipeline/voice"
-	"github.com/alicia-voice/alicia/pipeline/voice/standin"
 	"github.com/alicia-voice/alicia/room"
+	"github.com/alicia-voice/alicia/speech"
+	"github.com/alicia-voice/alicia/speech/standin"
 )
 
 // pcmSink collects decoded audio and hands it on in order.
@@ -87,12 +88,12 @@ func recognise(t *testing.T, base string, pcm []int16) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rec := &voice.OpenAIRecognizer{URL: base + "/v1", Model: "whisper-1"}
-	for ev := range rec.Stream(ctx, &voice.RecognizeRequest{Audio: pcm, SampleRate: voice.InputRate}) {
+	rec := &speech.OpenAIRecognizer{URL: base + "/v1", Model: "whisper-1"}
+	for ev := range rec.Stream(ctx, &speech.RecognizeRequest{Audio: pcm, SampleRate: voice.InputRate}) {
 		switch ev.Kind {
-		case voice.RecognizeFinal:
+		case speech.RecognizeFinal:
 			return ev.Text
-		case voice.RecognizeError:
+		case speech.RecognizeError:
 			t.Fatal(ev.Err)
 		}
 	}
@@ -225,8 +226,8 @@ func TestVoiceTracksOverLiveKit(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("the bot never subscribed to the user's microphone")
 	}
-	speech := append(speechtest.Render(t, question, 140, voice.InputRate), speechtest.Silence(1500, voice.InputRate)...)
-	if err := userMic.WriteSample(speech); err != nil {
+	spoken := append(speechtest.Render(t, question, 140, voice.InputRate), speechtest.Silence(1500, voice.InputRate)...)
+	if err := userMic.WriteSample(spoken); err != nil {
 		t.Fatal(err)
 	}
 
@@ -262,14 +263,14 @@ func TestVoiceTracksOverLiveKit(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	syn := &voice.OpenAISynthesizer{URL: speechURL + "/v1", Model: "tts-1"}
-	for ev := range syn.Stream(ctx, &voice.SynthesizeRequest{Text: answer}) {
+	syn := &speech.OpenAISynthesizer{URL: speechURL + "/v1", Model: "tts-1"}
+	for ev := range syn.Stream(ctx, &speech.SynthesizeRequest{Text: answer}) {
 		switch ev.Kind {
-		case voice.SynthesizeAudio:
+		case speech.SynthesizeAudio:
 			if err := out.Write(ev.Samples, ev.SampleRate); err != nil {
 				t.Fatal(err)
 			}
-		case voice.SynthesizeError:
+		case speech.SynthesizeError:
 			t.Fatal(ev.Err)
 		}
 	}

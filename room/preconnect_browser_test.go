@@ -16,7 +16,7 @@ import (
 
 	"github.com/alicia-voice/alicia/internal/speechtest"
 	"github.com/alicia-voice/alicia/internal/testenv"
-	"github.com/alicia-voice/alicia/pipeline/voice"
+	speechclient "github.com/alicia-voice/alicia/speech"
 )
 
 // A question asked in a browser before the agent is in the room is
@@ -35,7 +35,7 @@ func TestPreconnectFromChromium(t *testing.T) {
 	const rate = 48000
 	speech := slices.Concat(speechtest.Silence(300, rate), speechtest.Render(t, question, 140, rate), speechtest.Silence(300, rate))
 	wav := filepath.Join(t.TempDir(), "question.wav")
-	if err := os.WriteFile(wav, voice.EncodeWAV(speech, rate), 0o600); err != nil {
+	if err := os.WriteFile(wav, speechclient.EncodeWAV(speech, rate), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	grant := &auth.VideoGrant{RoomJoin: true, Room: conv}

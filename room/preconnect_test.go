@@ -23,8 +23,9 @@ import (
 	llmstandin "github.com/alicia-voice/alicia/llm/standin"
 	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/pipeline/voice"
-	speechstandin "github.com/alicia-voice/alicia/pipeline/voice/standin"
 	"github.com/alicia-voice/alicia/room/audio"
+	speechclient "github.com/alicia-voice/alicia/speech"
+	speechstandin "github.com/alicia-voice/alicia/speech/standin"
 	"github.com/alicia-voice/alicia/storage"
 )
 
@@ -204,8 +205,8 @@ func preconnectAgent(t *testing.T, lk *testenv.LiveKit, phrases ...string) (*Age
 	cfg := Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-preconnect", EmptyTimeout: 5 * time.Second}
 	a := NewAgent(cfg, mem, NewMetrics(nil), func(id string) Conversation { return engine.Open(id) }, log)
 	a.EnableVoice(VoiceConfig{OutputRate: speechstandin.PCMRate, Stage: voice.Config{
-		Recognizer:  &voice.OpenAIRecognizer{URL: speech + "/v1", Streaming: true},
-		Synthesizer: &voice.OpenAISynthesizer{URL: speech + "/v1", Format: "pcm", PCMRate: speechstandin.PCMRate},
+		Recognizer:  &speechclient.OpenAIRecognizer{URL: speech + "/v1", Streaming: true},
+		Synthesizer: &speechclient.OpenAISynthesizer{URL: speech + "/v1", Format: "pcm", PCMRate: speechstandin.PCMRate},
 		Logger:      log,
 	}})
 	ctx, cancel := context.WithCancel(context.Background())

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,8 @@ import (
 	"github.com/livekit/protocol/auth"
 	"github.com/livekit/protocol/livekit"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/alicia-voice/alicia/internal/provider"
 )
 
 // worker speaks LiveKit's agent protocol: it registers under an agent
@@ -54,15 +55,9 @@ func newWorker(lkURL, key, secret, agentName, version string, log *slog.Logger) 
 
 // agentURL turns the LiveKit URL into the worker endpoint.
 func agentURL(lkURL string) (string, error) {
-	u, err := url.Parse(lkURL)
+	u, err := provider.WebSocketURL(lkURL)
 	if err != nil {
 		return "", err
-	}
-	switch u.Scheme {
-	case "http":
-		u.Scheme = "ws"
-	case "https":
-		u.Scheme = "wss"
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/") + "/agent"
 	return u.String(), nil

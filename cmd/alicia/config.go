@@ -17,6 +17,7 @@ import (
 	"github.com/alicia-voice/alicia/pipeline/voice"
 	"github.com/alicia-voice/alicia/reasoning"
 	"github.com/alicia-voice/alicia/room"
+	"github.com/alicia-voice/alicia/speech"
 	"github.com/alicia-voice/alicia/storage"
 )
 
@@ -36,7 +37,7 @@ type serveConfig struct {
 	LogLevel       slog.Level
 	DebugAddr      string
 	Voice          string
-	Speech         voice.ProviderConfig
+	Speech         speech.ProviderConfig
 	// Stage is the voice stage's turn-taking; its providers come from
 	// Speech.
 	Stage voice.Config

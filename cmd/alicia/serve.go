@@ -24,9 +24,10 @@ import (
 	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/pipeline/agui"
 	"github.com/alicia-voice/alicia/pipeline/voice"
-	speechstandin "github.com/alicia-voice/alicia/pipeline/voice/standin"
 	"github.com/alicia-voice/alicia/reasoning"
 	"github.com/alicia-voice/alicia/room"
+	"github.com/alicia-voice/alicia/speech"
+	speechstandin "github.com/alicia-voice/alicia/speech/standin"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/web"
 )
@@ -198,7 +199,7 @@ func envOr(k, d string) string {
 // voiceConfig reads the speech providers' configuration; where no STT or
 // TTS server is given it serves the speech stand-in on a free local port,
 // and says so.
-func voiceConfig(pc voice.ProviderConfig, phrases string, log *slog.Logger) (room.VoiceConfig, func(), error) {
+func voiceConfig(pc speech.ProviderConfig, phrases string, log *slog.Logger) (room.VoiceConfig, func(), error) {
 	stop := func() {}
 	pc.Logger = log
 	if pc.STTURL == "" || pc.TTSURL == "" {

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/alicia-voice/alicia/llm/standin"
-	speechstandin "github.com/alicia-voice/alicia/pipeline/voice/standin"
+	speechstandin "github.com/alicia-voice/alicia/speech/standin"
 )
 
 func runStandin(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {

@@ -27,9 +27,9 @@ import (
 	"github.com/alicia-voice/alicia/internal/speechtest"
 	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/llm/standin"
-	"github.com/alicia-voice/alicia/pipeline/voice"
-	speechstandin "github.com/alicia-voice/alicia/pipeline/voice/standin"
 	"github.com/alicia-voice/alicia/reasoning"
+	"github.com/alicia-voice/alicia/speech"
+	speechstandin "github.com/alicia-voice/alicia/speech/standin"
 	"github.com/alicia-voice/alicia/wire"
 )
 
@@ -625,7 +625,7 @@ func TestWebClientVoice(t *testing.T) {
 	// while Alicia still spoke saw her paused by talk nobody made.
 	pcm = append(pcm, speechtest.Noise(30000, rate, 4)...)
 	wav := filepath.Join(dir, "microphone.wav")
-	if err := os.WriteFile(wav, voice.EncodeWAV(pcm, rate), 0o600); err != nil {
+	if err := os.WriteFile(wav, speech.EncodeWAV(pcm, rate), 0o600); err != nil {
 		t.Fatal(err)
 	}
 

@@ -11,11 +11,9 @@
 package failover
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -43,10 +41,6 @@ type Config struct {
 	CoolOff, MaxCoolOff time.Duration
 	Logger              *slog.Logger
 }
-
-// ErrNoFirstByte is the cause of an attempt's context when the server
-// sent nothing within Config.FirstByte.
-var ErrNoFirstByte = errors.New("no first byte within the first-byte timeout")
 
 // Down marks err as a failure of the server before its first byte: the
 // server is set aside and the request goes to the next one.
@@ -341,120 +335,4 @@ func (p *Pool) failed(c candidate, err error) {
 	shown, n := s.shown, s.failures
 	p.mu.Unlock()
 	p.cfg.Logger.Warn("failover: server down", "kind", p.kind, "server", shown, "err", err, "cool_off", cool, "failures_in_a_row", n)
-}
-
-// ServerStatus is one server's state, for /readyz.
-type ServerStatus struct {
-	URL string `json:"url"`
-	// State is "serving", "up" or "down".
-	State string `json:"state"`
-	// RetryIn is how long a down server is still skipped.
-	RetryIn string `json:"retry_in,omitempty"`
-	Error   string `json:"error,omitempty"`
-}
-
-// Status is a pool's state, for /readyz.
-type Status struct {
-	// Serving is the server that answered last or, before any request,
-	// the first one not down; empty when every server is down.
-	Serving string         `json:"serving"`
-	Servers []ServerStatus `json:"servers"`
-}
-
-// Status reports which server serves and which are down.
-func (p *Pool) Status() Status {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := p.now()
-	serving := p.servingIndex(now)
-	st := Status{Servers: make([]ServerStatus, len(p.servers))}
-	for i, s := range p.servers {
-		ss := ServerStatus{URL: s.shown, State: "up"}
-		switch {
-		case i == serving:
-			ss.State = "serving"
-			st.Serving = s.shown
-		case now.Before(s.until):
-			ss.State, ss.RetryIn, ss.Error = "down", s.until.Sub(now).Round(time.Second).String(), s.reason
-		}
-		st.Servers[i] = ss
-	}
-	return st
-}
-
-// servingIndex is the server that answered last unless it is cooling
-// off, else the first one not cooling off; -1 when every one is. p.mu
-// is held.
-func (p *Pool) servingIndex(now time.Time) int {
-	if p.serving >= 0 && !now.Before(p.servers[p.serving].until) {
-		return p.serving
-	}
-	for i, s := range p.servers {
-		if !now.Before(s.until) {
-			return i
-		}
-	}
-	return -1
-}
-
-// FirstByte bounds the wait for a response's first byte: its context is
-// cancelled with ErrNoFirstByte unless Arrived comes within the attempt's
-// FirstByte. Release it once the response is done with.
-type FirstByte struct {
-	timer  *time.Timer
-	cancel context.CancelCauseFunc
-}
-
-// Watch starts the wait for a's first byte; the returned context is the
-// one to ask the server under.
-func Watch(ctx context.Context, a Attempt) (context.Context, *FirstByte) {
-	wctx, cancel := context.WithCancelCause(ctx)
-	f := &FirstByte{cancel: cancel}
-	if a.FirstByte > 0 {
-		f.timer = time.AfterFunc(a.FirstByte, func() { cancel(ErrNoFirstByte) })
-	}
-	return wctx, f
-}
-
-// Arrived stops the wait; it reports false if the time was already up.
-// The context's cause is ErrNoFirstByte by then, even if the timer's
-// own cancellation has not run yet, so that TimedOut can be asked at
-// once.
-func (f *FirstByte) Arrived() bool {
-	if f.timer == nil || f.timer.Stop() {
-		return true
-	}
-	f.cancel(ErrNoFirstByte)
-	return false
-}
-
-// Open waits for the first byte of body, a response whose headers came,
-// and returns the body to read from, that byte included. The error is
-// the read's (io.EOF for an empty body, which did arrive in time), or
-// ErrNoFirstByte when the byte came after the time was up: the context is
-// gone by then, and the rest of the body with it.
-func (f *FirstByte) Open(body io.Reader) (*bufio.Reader, error) {
-	br := bufio.NewReader(body)
-	_, err := br.Peek(1)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	if !f.Arrived() {
-		return nil, ErrNoFirstByte
-	}
-	return br, err
-}
-
-// Release ends the context Watch returned.
-func (f *FirstByte) Release() {
-	if f.timer != nil {
-		f.timer.Stop()
-	}
-	f.cancel(nil)
-}
-
-// TimedOut reports whether ctx (from Watch) ended for want of a first
-// byte, rather than by its parent's cancellation.
-func TimedOut(ctx context.Context) bool {
-	return errors.Is(context.Cause(ctx), ErrNoFirstByte)
 }

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/alicia-voice/alicia/pipeline/voice"
-	"github.com/alicia-voice/alicia/pipeline/voice/standin"
+	"github.com/alicia-voice/alicia/speech"
+	"github.com/alicia-voice/alicia/speech/standin"
 )
 
 // Server serves the speech stand-in, recognising only phrases, for the
@@ -62,7 +62,7 @@ func Speak(text string, rate, sampleRate int) ([]int16, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sox: %w", err)
 	}
-	pcm, got, err := voice.DecodeWAV(bytes.NewReader(conv))
+	pcm, got, err := speech.DecodeWAV(bytes.NewReader(conv))
 	if err != nil || got != sampleRate {
 		return nil, fmt.Errorf("decoding rendered speech: rate %d, %v", got, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/alicia-voice/alicia/internal/speechtest"
 	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/pipeline/voice"
+	"github.com/alicia-voice/alicia/speech"
 )
 
 // timedRoom notes when the first final transcript arrives.
@@ -92,8 +93,8 @@ func BenchmarkEndOfSpeechToFinal(b *testing.B) {
 		name string
 		rec  voice.Recognizer
 	}{
-		{"uploaded", &voice.OpenAIRecognizer{URL: base, Model: "whisper-1", Streaming: true}},
-		{"streamed", &voice.RealtimeRecognizer{URL: base, Model: "whisper-1"}},
+		{"uploaded", &speech.OpenAIRecognizer{URL: base, Model: "whisper-1", Streaming: true}},
+		{"streamed", &speech.RealtimeRecognizer{URL: base, Model: "whisper-1"}},
 	} {
 		b.Run(tc.name, func(b *testing.B) { endOfSpeechToFinal(b, base, tc.rec) })
 	}

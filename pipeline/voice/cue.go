@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/alicia-voice/alicia/pipeline"
+	"github.com/alicia-voice/alicia/speech"
 	"github.com/alicia-voice/alicia/wire"
 )
 
@@ -150,12 +151,12 @@ func (c *phraseCache) get(ctx context.Context, syn Synthesizer, voice string, i 
 // synthesise renders text whole, or nil.
 func synthesise(ctx context.Context, syn Synthesizer, voice, text string) *spoken {
 	out := &spoken{}
-	for ev := range syn.Stream(ctx, &SynthesizeRequest{Text: text, Voice: voice}) {
+	for ev := range syn.Stream(ctx, &speech.SynthesizeRequest{Text: text, Voice: voice}) {
 		switch ev.Kind {
-		case SynthesizeAudio:
+		case speech.SynthesizeAudio:
 			out.pcm = append(out.pcm, ev.Samples...)
 			out.sr = ev.SampleRate
-		case SynthesizeError:
+		case speech.SynthesizeError:
 			return nil
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/alicia-voice/alicia/internal/queue"
+	"github.com/alicia-voice/alicia/speech"
 	"github.com/alicia-voice/alicia/wire"
 )
 
@@ -175,7 +176,7 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 				continue
 			}
 			switch ev.Kind {
-			case RecognizePartial:
+			case speech.RecognizePartial:
 				s.room.Transcript(ctx, Transcript{ID: u.id, Speaker: speaker, TrackID: trackID, Text: ev.Text})
 				u.shown = true
 				rt.utterances[ev.Utterance] = u
@@ -185,11 +186,11 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 				if hasWords(ev.Text) {
 					s.post(func(l *loop) { l.words(u.id) })
 				}
-			case RecognizeFinal:
+			case speech.RecognizeFinal:
 				delete(rt.utterances, ev.Utterance)
 				text := ev.Text
 				finished.Push(utterance{id: u.id, text: &text, recognised: time.Now(), shown: u.shown}, 0)
-			case RecognizeError:
+			case speech.RecognizeError:
 				// Recognised over HTTP instead, from the audio kept for it.
 				delete(rt.utterances, ev.Utterance)
 				log.Warn("voice: streaming recognition failed; the utterance is uploaded instead", "err", ev.Err)
@@ -387,15 +388,15 @@ func (s *Stage) finish(ctx context.Context, log *slog.Logger, u utterance, speak
 }
 
 func (s *Stage) recognise(ctx context.Context, audio []int16, partial func(string)) (string, error) {
-	for ev := range s.cfg.Recognizer.Stream(ctx, &RecognizeRequest{Audio: audio, SampleRate: InputRate, Language: s.cfg.Language}) {
+	for ev := range s.cfg.Recognizer.Stream(ctx, &speech.RecognizeRequest{Audio: audio, SampleRate: InputRate, Language: s.cfg.Language}) {
 		switch ev.Kind {
-		case RecognizePartial:
+		case speech.RecognizePartial:
 			if partial != nil {
 				partial(ev.Text)
 			}
-		case RecognizeFinal:
+		case speech.RecognizeFinal:
 			return ev.Text, nil
-		case RecognizeError:
+		case speech.RecognizeError:
 			return "", ev.Err
 		}
 	}
@@ -410,9 +411,9 @@ func (s *Stage) recognise(ctx context.Context, audio []int16, partial func(strin
 // and utterances are uploaded.
 type realtime struct {
 	ctx context.Context
-	rec *RealtimeRecognizer
+	rec LiveRecognizer
 	log *slog.Logger
-	st  *RealtimeStream
+	st  *speech.RealtimeStream
 	// utterances maps the stream's utterance numbers to the stage's ids,
 	// with the audio kept for an upload if the stream fails it.
 	utterances map[int]utterance
@@ -421,7 +422,7 @@ type realtime struct {
 }
 
 func (s *Stage) realtime(ctx context.Context, log *slog.Logger) *realtime {
-	rec, _ := s.cfg.Recognizer.(*RealtimeRecognizer)
+	rec, _ := s.cfg.Recognizer.(LiveRecognizer)
 	return &realtime{ctx: ctx, rec: rec, log: log, utterances: map[int]utterance{}}
 }
 
@@ -478,7 +479,7 @@ func (r *realtime) commit(last, audio []int16, shown bool) bool {
 	return true
 }
 
-func (r *realtime) events() <-chan RealtimeEvent {
+func (r *realtime) events() <-chan speech.RealtimeEvent {
 	if r.st == nil {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/alicia-voice/alicia/llm"
 	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/pipeline/voice"
+	"github.com/alicia-voice/alicia/speech"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
 )
@@ -66,14 +67,14 @@ type gatedSynth struct {
 // chunk is 200 ms of audio at 16 kHz.
 var chunk = make([]int16, 3200)
 
-func (g *gatedSynth) Stream(ctx context.Context, req *voice.SynthesizeRequest) iter.Seq[voice.SynthesizeEvent] {
+func (g *gatedSynth) Stream(ctx context.Context, req *speech.SynthesizeRequest) iter.Seq[speech.SynthesizeEvent] {
 	g.mu.Lock()
 	g.texts = append(g.texts, req.Text)
 	first := len(g.texts) == 1
 	g.mu.Unlock()
 	g.asked <- req.Text
-	return func(yield func(voice.SynthesizeEvent) bool) {
-		if !yield(voice.SynthesizeEvent{Kind: voice.SynthesizeAudio, Samples: chunk, SampleRate: 16000}) {
+	return func(yield func(speech.SynthesizeEvent) bool) {
+		if !yield(speech.SynthesizeEvent{Kind: speech.SynthesizeAudio, Samples: chunk, SampleRate: 16000}) {
 			return
 		}
 		if first {
@@ -83,10 +84,10 @@ func (g *gatedSynth) Stream(ctx context.Context, req *voice.SynthesizeRequest) i
 				return
 			}
 		}
-		if !yield(voice.SynthesizeEvent{Kind: voice.SynthesizeAudio, Samples: chunk, SampleRate: 16000}) {
+		if !yield(speech.SynthesizeEvent{Kind: speech.SynthesizeAudio, Samples: chunk, SampleRate: 16000}) {
 			return
 		}
-		yield(voice.SynthesizeEvent{Kind: voice.SynthesizeDone})
+		yield(speech.SynthesizeEvent{Kind: speech.SynthesizeDone})
 		g.said <- req.Text
 	}
 }
@@ -117,7 +118,7 @@ func TestRetractedSentencesAreNotSpoken(t *testing.T) {
 	synth := &gatedSynth{gate: make(chan struct{}), asked: make(chan string, 8), said: make(chan string, 8)}
 	room := newRoom(true)
 	out := &fakeOut{speed: 1}
-	cfg := voice.Config{Recognizer: &voice.OpenAIRecognizer{URL: "http://unused.invalid/v1"}, Synthesizer: synth,
+	cfg := voice.Config{Recognizer: &speech.OpenAIRecognizer{URL: "http://unused.invalid/v1"}, Synthesizer: synth,
 		EchoWarmup: -1, Cue: voice.CueOff, Logger: slog.New(slog.DiscardHandler)}
 	face := finalFace{final: make(chan struct{})}
 	st, leave := voice.Join(cfg, conv, face, room, out)

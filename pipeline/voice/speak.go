@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/alicia-voice/alicia/pipeline"
+	"github.com/alicia-voice/alicia/speech"
 )
 
 // playback is one answer being spoken.
@@ -298,9 +299,9 @@ func (s *Stage) play(ctx context.Context, p *playback, segmentID string) {
 		}
 		sentAt := time.Now()
 	synthesis:
-		for ev := range s.cfg.Synthesizer.Stream(ctx, &SynthesizeRequest{Text: text, Voice: s.cfg.Voice}) {
+		for ev := range s.cfg.Synthesizer.Stream(ctx, &speech.SynthesizeRequest{Text: text, Voice: s.cfg.Voice}) {
 			switch ev.Kind {
-			case SynthesizeAudio:
+			case speech.SynthesizeAudio:
 				if !started {
 					p.mu.Lock()
 					p.times.toSynth, p.times.firstByte = sentAt, time.Now()
@@ -350,7 +351,7 @@ func (s *Stage) play(ctx context.Context, p *playback, segmentID string) {
 					s.cfg.Logger.Warn("voice: writing audio failed", "err", err)
 					return
 				}
-			case SynthesizeError:
+			case speech.SynthesizeError:
 				if ctx.Err() == nil {
 					s.cfg.Logger.Warn("voice: synthesis failed; the sentence is not spoken", "err", ev.Err, "sentence", sent.Sequence)
 					s.speechFailed(ctx, "tts", ev.Err)

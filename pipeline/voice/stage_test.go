@@ -19,7 +19,8 @@ import (
 	"github.com/alicia-voice/alicia/internal/speechtest"
 	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/pipeline/voice"
-	"github.com/alicia-voice/alicia/pipeline/voice/standin"
+	"github.com/alicia-voice/alicia/speech"
+	"github.com/alicia-voice/alicia/speech/standin"
 	"github.com/alicia-voice/alicia/wire"
 )
 
@@ -308,8 +309,8 @@ func speechServer(t testing.TB) (string, *atomic.Int32) {
 func newStage(t testing.TB, base string, e *fakeEngine, r voice.Room, out voice.AudioOut, opts ...func(*voice.Config)) *voice.Stage {
 	t.Helper()
 	cfg := voice.Config{
-		Recognizer:  &voice.OpenAIRecognizer{URL: base, Model: "whisper-1", Streaming: true},
-		Synthesizer: &voice.OpenAISynthesizer{URL: base, Model: "tts-1"},
+		Recognizer:  &speech.OpenAIRecognizer{URL: base, Model: "whisper-1", Streaming: true},
+		Synthesizer: &speech.OpenAISynthesizer{URL: base, Model: "tts-1"},
 		EchoWarmup:  -1,
 		Logger:      slog.New(slog.DiscardHandler),
 	}
@@ -354,8 +355,8 @@ func TestStageSpeechTurn(t *testing.T) {
 		name string
 		rec  voice.Recognizer
 	}{
-		{"uploaded", &voice.OpenAIRecognizer{URL: base, Model: "whisper-1", Streaming: true}},
-		{"streamed", &voice.RealtimeRecognizer{URL: base, Model: "whisper-1"}},
+		{"uploaded", &speech.OpenAIRecognizer{URL: base, Model: "whisper-1", Streaming: true}},
+		{"streamed", &speech.RealtimeRecognizer{URL: base, Model: "whisper-1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { stageSpeechTurn(t, tc.rec) })
 	}
@@ -617,14 +618,14 @@ type heldRecognizer struct {
 	requests chan struct{}
 }
 
-func (r *heldRecognizer) Stream(ctx context.Context, _ *voice.RecognizeRequest) iter.Seq[voice.RecognizeEvent] {
-	return func(yield func(voice.RecognizeEvent) bool) {
+func (r *heldRecognizer) Stream(ctx context.Context, _ *speech.RecognizeRequest) iter.Seq[speech.RecognizeEvent] {
+	return func(yield func(speech.RecognizeEvent) bool) {
 		r.requests <- struct{}{}
 		select {
 		case <-r.release:
-			yield(voice.RecognizeEvent{Kind: voice.RecognizeFinal, Text: r.text})
+			yield(speech.RecognizeEvent{Kind: speech.RecognizeFinal, Text: r.text})
 		case <-ctx.Done():
-			yield(voice.RecognizeEvent{Kind: voice.RecognizeError, Err: ctx.Err()})
+			yield(speech.RecognizeEvent{Kind: speech.RecognizeError, Err: ctx.Err()})
 		}
 	}
 }
@@ -645,7 +646,7 @@ func TestListeningDoesNotWaitForRecognition(t *testing.T) {
 	eng := &fakeEngine{started: make(chan started, 4), accept: func(string) *fakeTurn { return next }}
 	st := voice.New(voice.Config{
 		Recognizer:   rec,
-		Synthesizer:  &voice.OpenAISynthesizer{URL: base, Model: "tts-1"},
+		Synthesizer:  &speech.OpenAISynthesizer{URL: base, Model: "tts-1"},
 		InterimEvery: -1,
 		EchoWarmup:   -1,
 		Logger:       slog.New(slog.DiscardHandler),
@@ -680,9 +681,9 @@ func TestListeningDoesNotWaitForRecognition(t *testing.T) {
 // what the stage does with each answer.
 type scriptedRecognizer struct{ text string }
 
-func (r scriptedRecognizer) Stream(context.Context, *voice.RecognizeRequest) iter.Seq[voice.RecognizeEvent] {
-	return func(yield func(voice.RecognizeEvent) bool) {
-		yield(voice.RecognizeEvent{Kind: voice.RecognizeFinal, Text: r.text})
+func (r scriptedRecognizer) Stream(context.Context, *speech.RecognizeRequest) iter.Seq[speech.RecognizeEvent] {
+	return func(yield func(speech.RecognizeEvent) bool) {
+		yield(speech.RecognizeEvent{Kind: speech.RecognizeFinal, Text: r.text})
 	}
 }
 
@@ -787,13 +788,13 @@ func TestStageEchoWarmup(t *testing.T) {
 // the cue never uses, so that a recording tells the two apart.
 type toneSynth struct{}
 
-func (toneSynth) Stream(context.Context, *voice.SynthesizeRequest) iter.Seq[voice.SynthesizeEvent] {
-	return func(yield func(voice.SynthesizeEvent) bool) {
+func (toneSynth) Stream(context.Context, *speech.SynthesizeRequest) iter.Seq[speech.SynthesizeEvent] {
+	return func(yield func(speech.SynthesizeEvent) bool) {
 		pcm := make([]int16, 16000*6/10)
 		for i := range pcm {
 			pcm[i] = int16(3000 * math.Sin(2*math.Pi*220*float64(i)/16000))
 		}
-		yield(voice.SynthesizeEvent{Kind: voice.SynthesizeAudio, Samples: pcm, SampleRate: 16000})
+		yield(speech.SynthesizeEvent{Kind: speech.SynthesizeAudio, Samples: pcm, SampleRate: 16000})
 	}
 }
 
@@ -1016,12 +1017,12 @@ type phraseSynth struct {
 	requests []string
 }
 
-func (s *phraseSynth) Stream(_ context.Context, req *voice.SynthesizeRequest) iter.Seq[voice.SynthesizeEvent] {
+func (s *phraseSynth) Stream(_ context.Context, req *speech.SynthesizeRequest) iter.Seq[speech.SynthesizeEvent] {
 	s.mu.Lock()
 	s.requests = append(s.requests, req.Text)
 	s.mu.Unlock()
-	return func(yield func(voice.SynthesizeEvent) bool) {
-		yield(voice.SynthesizeEvent{Kind: voice.SynthesizeAudio, Samples: make([]int16, 80*(len(req.Text)+int(req.Text[0]))), SampleRate: 8000})
+	return func(yield func(speech.SynthesizeEvent) bool) {
+		yield(speech.SynthesizeEvent{Kind: speech.SynthesizeAudio, Samples: make([]int16, 80*(len(req.Text)+int(req.Text[0]))), SampleRate: 8000})
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/alicia-voice/alicia/internal/speechtest"
 	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/pipeline/voice"
+	"github.com/alicia-voice/alicia/speech"
 	"github.com/alicia-voice/alicia/wire"
 )
 
@@ -117,10 +118,10 @@ func TestStageFalseInterruptionLateTranscript(t *testing.T) {
 // partialRecognizer says partial, then final.
 type partialRecognizer struct{ partial, final string }
 
-func (r partialRecognizer) Stream(context.Context, *voice.RecognizeRequest) iter.Seq[voice.RecognizeEvent] {
-	return func(yield func(voice.RecognizeEvent) bool) {
-		if yield(voice.RecognizeEvent{Kind: voice.RecognizePartial, Text: r.partial}) {
-			yield(voice.RecognizeEvent{Kind: voice.RecognizeFinal, Text: r.final})
+func (r partialRecognizer) Stream(context.Context, *speech.RecognizeRequest) iter.Seq[speech.RecognizeEvent] {
+	return func(yield func(speech.RecognizeEvent) bool) {
+		if yield(speech.RecognizeEvent{Kind: speech.RecognizePartial, Text: r.partial}) {
+			yield(speech.RecognizeEvent{Kind: speech.RecognizeFinal, Text: r.final})
 		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	llmstandin "github.com/alicia-voice/alicia/llm/standin"
 	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/pipeline/voice"
+	"github.com/alicia-voice/alicia/speech"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
 )
@@ -94,8 +95,8 @@ func TestVoiceTurnTelemetry(t *testing.T) {
 	room := newRoom(true)
 	out := &fakeOut{speed: 20}
 	cfg := voice.Config{
-		Recognizer:  &voice.RealtimeRecognizer{URL: base, Model: "whisper-1"},
-		Synthesizer: &voice.OpenAISynthesizer{URL: base, Model: "tts-1"},
+		Recognizer:  &speech.RealtimeRecognizer{URL: base, Model: "whisper-1"},
+		Synthesizer: &speech.OpenAISynthesizer{URL: base, Model: "tts-1"},
 		EchoWarmup:  -1,
 		SlowTurn:    time.Nanosecond,
 		Logger:      log,

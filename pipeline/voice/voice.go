@@ -13,8 +13,8 @@
 // binds them to memory.
 //
 // Speech recognition and synthesis sit behind Recognizer and Synthesizer,
-// shaped like llm.Client: Stream(ctx, request) yields events and ends with
-// exactly one final or error event.
+// the ports it declares in speech.go, which the speech package's clients
+// implement.
 package voice
 
 import (
@@ -23,12 +23,13 @@ import (
 	"time"
 
 	"github.com/alicia-voice/alicia/pipeline"
+	"github.com/alicia-voice/alicia/speech"
 	"github.com/alicia-voice/alicia/wire"
 )
 
 // InputRate is the sample rate the stage wants from its inputs: 16 kHz
 // mono, what speech recognisers and the WebRTC VAD expect.
-const InputRate = 16000
+const InputRate = speech.RecognitionRate
 
 // UserSegment and AnswerSegment are the transcript segment ids of a user's
 // utterance and of the answer spoken to it. LiveKit's clients merge

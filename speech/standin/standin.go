@@ -37,7 +37,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/alicia-voice/alicia/pipeline/voice"
+	"github.com/alicia-voice/alicia/speech"
 )
 
 // ModelDir is where Debian's pocketsphinx-en-us puts the model.
@@ -208,7 +208,7 @@ func (s *Server) transcribe(w http.ResponseWriter, r *http.Request, profile stri
 		return
 	}
 	defer f.Close()
-	samples, rate, err := voice.DecodeWAV(f)
+	samples, rate, err := speech.DecodeWAV(f)
 	if err != nil {
 		apiError(w, http.StatusBadRequest, "file is not a 16-bit PCM WAV: "+err.Error())
 		return
@@ -325,11 +325,11 @@ func writeEvent(w io.Writer, event string, v any) {
 
 // to16k writes samples as the 16 kHz WAV pocketsphinx's model needs.
 func (s *Server) to16k(ctx context.Context, samples []int16, rate int, path string) error {
-	if rate == voice.InputRate {
-		return os.WriteFile(path, voice.EncodeWAV(samples, rate), 0o600)
+	if rate == speech.RecognitionRate {
+		return os.WriteFile(path, speech.EncodeWAV(samples, rate), 0o600)
 	}
 	cmd := exec.CommandContext(ctx, "sox", "-t", "wav", "-", "-r", "16000", "-c", "1", "-b", "16", path)
-	cmd.Stdin = bytes.NewReader(voice.EncodeWAV(samples, rate))
+	cmd.Stdin = bytes.NewReader(speech.EncodeWAV(samples, rate))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("sox: %v: %s", err, out)
 	}

@@ -1,4 +1,4 @@
-package voice
+package speech
 
 import (
 	"bufio"
@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"iter"
 	"mime"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	"github.com/alicia-voice/alicia/internal/failover"
+	"github.com/alicia-voice/alicia/internal/provider"
 )
 
 // RecognizeRequest is one utterance to recognise.
@@ -37,7 +37,7 @@ const (
 	RecognizePartial RecognizeEventKind = iota + 1
 	// RecognizeFinal: Text is the whole transcript. Always last.
 	RecognizeFinal
-	// RecognizeError: Err is an *Error. Always last.
+	// RecognizeError: Err is a *provider.Error. Always last.
 	RecognizeError
 )
 
@@ -77,8 +77,8 @@ type OpenAIRecognizer struct {
 // servers, or URL alone.
 func (o *OpenAIRecognizer) Servers() *failover.Pool { return o.servers.get("stt", o.URL, nil) }
 
-func sttErr(kind ErrorKind, msg string, cause error) *Error {
-	return &Error{Service: "stt", Kind: kind, Message: msg, cause: cause}
+func sttErr(kind provider.ErrorKind, msg string, cause error) *provider.Error {
+	return &provider.Error{Service: "stt", Kind: kind, Message: msg, Cause: cause}
 }
 
 // Stream implements Recognizer.
@@ -163,7 +163,7 @@ func (o *OpenAIRecognizer) runOn(ctx context.Context, a failover.Attempt, payloa
 	defer fb.Release()
 	hreq, err := http.NewRequestWithContext(fctx, http.MethodPost, strings.TrimSuffix(a.Server, "/")+"/audio/transcriptions", bytes.NewReader(payload))
 	if err != nil {
-		return "", sttErr(ErrConnect, err.Error(), err)
+		return "", sttErr(provider.ErrConnect, err.Error(), err)
 	}
 	hreq.Header.Set("Content-Type", ctype)
 	hreq.Header.Set("Accept", "application/json, text/event-stream")
@@ -200,7 +200,7 @@ func (o *OpenAIRecognizer) runOn(ctx context.Context, a failover.Attempt, payloa
 		if ctx.Err() != nil {
 			return "", transportErr("stt", ctx, ctx.Err())
 		}
-		return "", sttErr(ErrProtocol, "no text in the JSON response", err)
+		return "", sttErr(provider.ErrProtocol, "no text in the JSON response", err)
 	}
 	return *out.Text, nil
 }
@@ -237,12 +237,12 @@ func readTranscriptSSE(ctx context.Context, r io.Reader, partial func(string) bo
 			Error json.RawMessage `json:"error"`
 		}
 		if err := json.Unmarshal([]byte(data), &ev); err != nil {
-			return "", sttErr(ErrProtocol, "unreadable event: "+data, err)
+			return "", sttErr(provider.ErrProtocol, "unreadable event: "+data, err)
 		}
 		sawAny = true
 		switch {
 		case len(ev.Error) > 0 && string(ev.Error) != "null":
-			return "", sttErr(ErrProtocol, "server error: "+string(ev.Error), nil)
+			return "", provider.StreamError("stt", []byte(data))
 		case ev.Type == "transcript.text.done":
 			return ev.Text, nil
 		case ev.Type == "transcript.text.delta":
@@ -267,7 +267,7 @@ func readTranscriptSSE(ctx context.Context, r io.Reader, partial func(string) bo
 		return "", transportErr("stt", ctx, err)
 	}
 	if !sawAny {
-		return "", sttErr(ErrTruncated, "the event stream ended with no event", nil)
+		return "", sttErr(provider.ErrTruncated, "the event stream ended with no event", nil)
 	}
 	// speaches ends its segment stream without a terminator.
 	return text.String(), nil
@@ -280,39 +280,16 @@ func httpClient(c *http.Client) *http.Client {
 	return http.DefaultClient
 }
 
-func transportErr(service string, ctx context.Context, err error) *Error {
+func transportErr(service string, ctx context.Context, err error) *provider.Error {
 	if ctx.Err() != nil {
-		return &Error{Service: service, Kind: ErrCancelled, cause: ctx.Err()}
+		return &provider.Error{Service: service, Kind: provider.ErrCancelled, Cause: ctx.Err()}
 	}
-	return &Error{Service: service, Kind: ErrConnect, Message: err.Error(), cause: err}
+	return &provider.Error{Service: service, Kind: provider.ErrConnect, Message: err.Error(), Cause: err}
 }
 
-// httpErr reads the error body in OpenAI's shape ({"error": {"message"}})
-// or FastAPI's ({"detail": …}), else keeps the start of the text.
-func httpErr(service string, resp *http.Response) *Error {
+// httpErr is the error of a response with an error status, read from
+// its body.
+func httpErr(service string, resp *http.Response) *provider.Error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 8<<10))
-	var shaped struct {
-		Error struct {
-			Message string `json:"message"`
-		} `json:"error"`
-		Detail json.RawMessage `json:"detail"`
-	}
-	msg := strings.TrimSpace(string(b))
-	if json.Unmarshal(b, &shaped) == nil {
-		switch {
-		case shaped.Error.Message != "":
-			msg = shaped.Error.Message
-		case len(shaped.Detail) > 0:
-			var s string
-			if json.Unmarshal(shaped.Detail, &s) == nil {
-				msg = s
-			} else {
-				msg = string(shaped.Detail)
-			}
-		}
-	}
-	if len(msg) > 300 {
-		msg = msg[:300]
-	}
-	return &Error{Service: service, Kind: ErrHTTP, Status: resp.StatusCode, Message: fmt.Sprint(msg)}
+	return provider.HTTPError(service, resp.StatusCode, b)
 }

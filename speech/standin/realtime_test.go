@@ -11,7 +11,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
-	"github.com/alicia-voice/alicia/pipeline/voice/standin"
+	"github.com/alicia-voice/alicia/speech/standin"
 )
 
 type wsEvent struct {

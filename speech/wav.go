@@ -1,4 +1,4 @@
-package voice
+package speech
 
 import (
 	"bytes"

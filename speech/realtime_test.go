@@ -1,4 +1,4 @@
-package voice_test
+package speech_test
 
 import (
 	"context"
@@ -15,9 +15,20 @@ import (
 	"github.com/gorilla/websocket"
 	"go.uber.org/goleak"
 
+	"github.com/alicia-voice/alicia/internal/provider"
 	"github.com/alicia-voice/alicia/internal/speechtest"
-	"github.com/alicia-voice/alicia/pipeline/voice"
-	"github.com/alicia-voice/alicia/pipeline/voice/standin"
+	"github.com/alicia-voice/alicia/speech"
+	"github.com/alicia-voice/alicia/speech/standin"
+)
+
+const (
+	question = "What is the weather like in Paris today?"
+	other    = "How far is the moon?"
+	// rate is what recognisers are given, and frameSamples one 20 ms
+	// frame of it, as the voice stage streams it.
+	rate          = speech.RecognitionRate
+	frameDuration = 20 * time.Millisecond
+	frameSamples  = rate * int(frameDuration/time.Millisecond) / 1000
 )
 
 // speechStandin serves the speech stand-in limited to the test phrases
@@ -40,18 +51,18 @@ func speechStandin(t testing.TB, sent *atomic.Int64) string {
 
 // appendPaced appends pcm in 20 ms frames, speed times faster than real
 // time, as the stage would while the user speaks.
-func appendPaced(t testing.TB, s *voice.RealtimeStream, pcm []int16, speed float64) {
+func appendPaced(t testing.TB, s *speech.RealtimeStream, pcm []int16, speed float64) {
 	t.Helper()
-	pause := time.Duration(float64(voice.FrameDuration) / speed)
-	for i := 0; i < len(pcm); i += voice.FrameSamples {
-		if err := s.Append(pcm[i:min(i+voice.FrameSamples, len(pcm))]); err != nil {
+	pause := time.Duration(float64(frameDuration) / speed)
+	for i := 0; i < len(pcm); i += frameSamples {
+		if err := s.Append(pcm[i:min(i+frameSamples, len(pcm))]); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(pause)
 	}
 }
 
-func nextRealtimeEvent(t testing.TB, s *voice.RealtimeStream) voice.RealtimeEvent {
+func nextRealtimeEvent(t testing.TB, s *speech.RealtimeStream) speech.RealtimeEvent {
 	t.Helper()
 	select {
 	case ev, ok := <-s.Events():
@@ -62,11 +73,11 @@ func nextRealtimeEvent(t testing.TB, s *voice.RealtimeStream) voice.RealtimeEven
 	case <-time.After(30 * time.Second):
 		t.Fatal("no recognition event within 30 s")
 	}
-	return voice.RealtimeEvent{}
+	return speech.RealtimeEvent{}
 }
 
 // utteranceResult collects one utterance's events up to its last.
-func utteranceResult(t testing.TB, s *voice.RealtimeStream, utt int) (partials []string, final string) {
+func utteranceResult(t testing.TB, s *speech.RealtimeStream, utt int) (partials []string, final string) {
 	t.Helper()
 	for {
 		ev := nextRealtimeEvent(t, s)
@@ -74,11 +85,11 @@ func utteranceResult(t testing.TB, s *voice.RealtimeStream, utt int) (partials [
 			t.Fatalf("event of utterance %d while waiting for %d: %+v", ev.Utterance, utt, ev)
 		}
 		switch ev.Kind {
-		case voice.RecognizePartial:
+		case speech.RecognizePartial:
 			partials = append(partials, ev.Text)
-		case voice.RecognizeFinal:
+		case speech.RecognizeFinal:
 			return partials, ev.Text
-		case voice.RecognizeError:
+		case speech.RecognizeError:
 			t.Fatalf("utterance %d: %v", utt, ev.Err)
 		}
 	}
@@ -89,7 +100,7 @@ func utteranceResult(t testing.TB, s *voice.RealtimeStream, utt int) (partials [
 // protocol has (the client finds which from the server's first event).
 func TestRealtimeRecognizer(t *testing.T) {
 	root := speechStandin(t, nil)
-	audio := append(speechtest.Render(t, question, 140, voice.InputRate), speechtest.Silence(300, voice.InputRate)...)
+	audio := append(speechtest.Render(t, question, 140, rate), speechtest.Silence(300, rate)...)
 	for _, tc := range []struct {
 		name, profile string
 		partials      bool
@@ -97,7 +108,7 @@ func TestRealtimeRecognizer(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			rec := &voice.RealtimeRecognizer{URL: root + tc.profile + "/v1", Model: "whisper-1", Language: "en"}
+			rec := &speech.RealtimeRecognizer{URL: root + tc.profile + "/v1", Model: "whisper-1", Language: "en"}
 			s, err := rec.Open(ctx)
 			if err != nil {
 				t.Fatal(err)
@@ -137,20 +148,20 @@ func TestRealtimeUtterancesInOrder(t *testing.T) {
 	root := speechStandin(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, err := (&voice.RealtimeRecognizer{URL: root + "/v1", Model: "whisper-1"}).Open(ctx)
+	s, err := (&speech.RealtimeRecognizer{URL: root + "/v1", Model: "whisper-1"}).Open(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	first := append(speechtest.Render(t, question, 140, voice.InputRate), speechtest.Silence(300, voice.InputRate)...)
-	second := append(speechtest.Render(t, other, 140, voice.InputRate), speechtest.Silence(300, voice.InputRate)...)
+	first := append(speechtest.Render(t, question, 140, rate), speechtest.Silence(300, rate)...)
+	second := append(speechtest.Render(t, other, 140, rate), speechtest.Silence(300, rate)...)
 
 	appendPaced(t, s, first, 8)
 	u1, err := s.Commit()
 	if err != nil {
 		t.Fatal(err)
 	}
-	appendPaced(t, s, speechtest.Click(200, voice.InputRate), 8)
+	appendPaced(t, s, speechtest.Click(200, rate), 8)
 	cleared, err := s.Clear()
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +171,7 @@ func TestRealtimeUtterancesInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	appendPaced(t, s, speechtest.Silence(40, voice.InputRate), 8)
+	appendPaced(t, s, speechtest.Silence(40, rate), 8)
 	u3, err := s.Commit()
 	if err != nil {
 		t.Fatal(err)
@@ -182,17 +193,17 @@ func TestRealtimeRecognizerStream(t *testing.T) {
 	root := speechStandin(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var rec voice.Recognizer = &voice.RealtimeRecognizer{URL: root + "/openai-beta/v1", Model: "whisper-1"}
+	var rec speech.Recognizer = &speech.RealtimeRecognizer{URL: root + "/openai-beta/v1", Model: "whisper-1"}
 	audio := append(speechtest.Render(t, other, 140, 22050), speechtest.Silence(300, 22050)...)
 	var partials int
 	var final string
-	for ev := range rec.Stream(ctx, &voice.RecognizeRequest{Audio: audio, SampleRate: 22050, Language: "en"}) {
+	for ev := range rec.Stream(ctx, &speech.RecognizeRequest{Audio: audio, SampleRate: 22050, Language: "en"}) {
 		switch ev.Kind {
-		case voice.RecognizePartial:
+		case speech.RecognizePartial:
 			partials++
-		case voice.RecognizeFinal:
+		case speech.RecognizeFinal:
 			final = ev.Text
-		case voice.RecognizeError:
+		case speech.RecognizeError:
 			t.Fatal(ev.Err)
 		}
 	}
@@ -230,8 +241,8 @@ func fakeRealtime(t *testing.T, script func(c *websocket.Conn, ev map[string]any
 
 func wantServerErr(t *testing.T, err error, msg string) {
 	t.Helper()
-	var e *voice.Error
-	if !errors.As(err, &e) || e.Kind != voice.ErrServer || !strings.Contains(e.Message, msg) || e.Service != "stt" {
+	var e *provider.Error
+	if !errors.As(err, &e) || e.Kind != provider.ErrMidStream || !strings.Contains(e.Message, msg) || e.Service != "stt" {
 		t.Fatalf("want a server error with %q, got %#v", msg, err)
 	}
 }
@@ -248,7 +259,7 @@ func TestRealtimeServerErrors(t *testing.T) {
 			_ = c.WriteJSON(map[string]any{"type": "error", "error": map[string]any{"type": "invalid_request_error", "code": "model_not_found", "message": "no such model"}})
 		}
 	})
-	_, err := (&voice.RealtimeRecognizer{URL: refusing, Model: "nope"}).Open(ctx)
+	_, err := (&speech.RealtimeRecognizer{URL: refusing, Model: "nope"}).Open(ctx)
 	wantServerErr(t, err, "no such model (model_not_found)")
 
 	commits := 0
@@ -276,13 +287,13 @@ func TestRealtimeServerErrors(t *testing.T) {
 			}
 		}
 	})
-	s, err := (&voice.RealtimeRecognizer{URL: failing, Model: "m"}).Open(ctx)
+	s, err := (&speech.RealtimeRecognizer{URL: failing, Model: "m"}).Open(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	for range 5 {
-		if err := s.Append(make([]int16, voice.InputRate/2)); err != nil {
+		if err := s.Append(make([]int16, rate/2)); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Commit(); err != nil {
@@ -291,12 +302,12 @@ func TestRealtimeServerErrors(t *testing.T) {
 	}
 	for utt, want := range []string{"buffer refused", "decoder crashed", "Transcription failed", "buffer too small"} {
 		ev := nextRealtimeEvent(t, s)
-		if ev.Utterance != utt+1 || ev.Kind != voice.RecognizeError {
+		if ev.Utterance != utt+1 || ev.Kind != speech.RecognizeError {
 			t.Fatalf("want utterance %d's error, got %+v", utt+1, ev)
 		}
 		wantServerErr(t, ev.Err, want)
 	}
-	if ev := nextRealtimeEvent(t, s); ev.Utterance != 5 || ev.Kind != voice.RecognizeFinal || ev.Text != "fine" {
+	if ev := nextRealtimeEvent(t, s); ev.Utterance != 5 || ev.Kind != speech.RecognizeFinal || ev.Text != "fine" {
 		t.Fatalf("want utterance 5's final, got %+v", ev)
 	}
 }
@@ -315,24 +326,24 @@ func TestRealtimeConnectionLost(t *testing.T) {
 			_ = c.Close()
 		}
 	})
-	s, err := (&voice.RealtimeRecognizer{URL: url, Model: "m"}).Open(ctx)
+	s, err := (&speech.RealtimeRecognizer{URL: url, Model: "m"}).Open(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	_ = s.Append(make([]int16, voice.InputRate))
+	_ = s.Append(make([]int16, rate))
 	if _, err := s.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	ev := nextRealtimeEvent(t, s)
-	var e *voice.Error
-	if ev.Utterance != 1 || ev.Kind != voice.RecognizeError || !errors.As(ev.Err, &e) || e.Kind != voice.ErrConnect || !e.Retryable() {
+	var e *provider.Error
+	if ev.Utterance != 1 || ev.Kind != speech.RecognizeError || !errors.As(ev.Err, &e) || e.Kind != provider.ErrConnect || !e.Retryable() {
 		t.Fatalf("got %+v", ev)
 	}
 	if _, ok := <-s.Events(); ok {
 		t.Fatal("Events still open")
 	}
-	if !errors.As(s.Err(), &e) || e.Kind != voice.ErrConnect {
+	if !errors.As(s.Err(), &e) || e.Kind != provider.ErrConnect {
 		t.Fatalf("Err %v", s.Err())
 	}
 	if err := s.Append(make([]int16, 320)); err == nil {
@@ -345,13 +356,13 @@ func TestRealtimeConnectionLost(t *testing.T) {
 func TestRealtimeCloseStopsGoroutines(t *testing.T) {
 	root := speechStandin(t, nil)
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	rec := &voice.RealtimeRecognizer{URL: root + "/v1", Model: "whisper-1"}
+	rec := &speech.RealtimeRecognizer{URL: root + "/v1", Model: "whisper-1"}
 
 	s, err := rec.Open(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	appendPaced(t, s, speechtest.Silence(400, voice.InputRate), 100)
+	appendPaced(t, s, speechtest.Silence(400, rate), 100)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -370,8 +381,8 @@ func TestRealtimeCloseStopsGoroutines(t *testing.T) {
 	cancel()
 	for range s.Events() {
 	}
-	var e *voice.Error
-	if !errors.As(s.Err(), &e) || e.Kind != voice.ErrCancelled {
+	var e *provider.Error
+	if !errors.As(s.Err(), &e) || e.Kind != provider.ErrCancelled {
 		t.Fatalf("after cancel: Err %v", s.Err())
 	}
 	_ = s.Close()

@@ -10,9 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicia-voice/alicia/internal/provider"
 	"github.com/alicia-voice/alicia/internal/speechtest"
-	"github.com/alicia-voice/alicia/pipeline/voice"
-	"github.com/alicia-voice/alicia/pipeline/voice/standin"
+	"github.com/alicia-voice/alicia/speech"
+	"github.com/alicia-voice/alicia/speech/standin"
 )
 
 var phrases = []string{"what is the weather like in paris today", "how far is the moon", "stop"}
@@ -33,24 +34,24 @@ func serve(t *testing.T, cfg standin.Config) string {
 func TestTranscriptionProfiles(t *testing.T) {
 	base := serve(t, standin.Config{Phrases: phrases, Log: slog.New(slog.DiscardHandler)})
 	question := "What is the weather like in Paris today?"
-	audio := append(speechtest.Render(t, question, 140, voice.InputRate), speechtest.Silence(300, voice.InputRate)...)
+	audio := append(speechtest.Render(t, question, 140, speech.RecognitionRate), speechtest.Silence(300, speech.RecognitionRate)...)
 	for _, tc := range []struct {
 		path      string
 		streaming bool
 	}{{"/v1", false}, {"/v1", true}, {"/vllm/v1", true}, {"/speaches/v1", true}, {"/whispercpp/v1", true}} {
 		t.Run(strings.Trim(tc.path, "/")+map[bool]string{true: "-stream"}[tc.streaming], func(t *testing.T) {
-			rec := &voice.OpenAIRecognizer{URL: base + tc.path, Model: "whisper-1", Streaming: tc.streaming}
+			rec := &speech.OpenAIRecognizer{URL: base + tc.path, Model: "whisper-1", Streaming: tc.streaming}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			var partials []string
 			var final string
-			for ev := range rec.Stream(ctx, &voice.RecognizeRequest{Audio: audio, SampleRate: voice.InputRate, Language: "en"}) {
+			for ev := range rec.Stream(ctx, &speech.RecognizeRequest{Audio: audio, SampleRate: speech.RecognitionRate, Language: "en"}) {
 				switch ev.Kind {
-				case voice.RecognizePartial:
+				case speech.RecognizePartial:
 					partials = append(partials, ev.Text)
-				case voice.RecognizeFinal:
+				case speech.RecognizeFinal:
 					final = ev.Text
-				case voice.RecognizeError:
+				case speech.RecognizeError:
 					t.Fatal(ev.Err)
 				}
 			}
@@ -75,26 +76,26 @@ func TestSpeechRoundTrip(t *testing.T) {
 		t.Run(format, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			syn := &voice.OpenAISynthesizer{URL: base + "/v1", Model: "tts-1", Voice: "alloy", Format: format}
+			syn := &speech.OpenAISynthesizer{URL: base + "/v1", Model: "tts-1", Voice: "alloy", Format: format}
 			var pcm []int16
 			rate, chunks := 0, 0
-			for ev := range syn.Stream(ctx, &voice.SynthesizeRequest{Text: text}) {
+			for ev := range syn.Stream(ctx, &speech.SynthesizeRequest{Text: text}) {
 				switch ev.Kind {
-				case voice.SynthesizeAudio:
+				case speech.SynthesizeAudio:
 					pcm = append(pcm, ev.Samples...)
 					rate = ev.SampleRate
 					chunks++
-				case voice.SynthesizeError:
+				case speech.SynthesizeError:
 					t.Fatal(ev.Err)
 				}
 			}
 			if rate != standin.PCMRate || len(pcm) < rate/2 || chunks < 2 {
 				t.Fatalf("got %d samples at %d Hz in %d chunks", len(pcm), rate, chunks)
 			}
-			rec := &voice.OpenAIRecognizer{URL: base + "/v1", Model: "whisper-1"}
+			rec := &speech.OpenAIRecognizer{URL: base + "/v1", Model: "whisper-1"}
 			var final string
-			for ev := range rec.Stream(ctx, &voice.RecognizeRequest{Audio: pcm, SampleRate: rate}) {
-				if ev.Kind == voice.RecognizeError {
+			for ev := range rec.Stream(ctx, &speech.RecognizeRequest{Audio: pcm, SampleRate: rate}) {
+				if ev.Kind == speech.RecognizeError {
 					t.Fatal(ev.Err)
 				}
 				final = ev.Text
@@ -110,21 +111,21 @@ func TestSpeechRoundTrip(t *testing.T) {
 func TestErrors(t *testing.T) {
 	base := serve(t, standin.Config{Log: slog.New(slog.DiscardHandler)})
 	ctx := context.Background()
-	syn := &voice.OpenAISynthesizer{URL: base + "/v1", Format: "flac"}
+	syn := &speech.OpenAISynthesizer{URL: base + "/v1", Format: "flac"}
 	var err error
-	for ev := range syn.Stream(ctx, &voice.SynthesizeRequest{Text: "hello"}) {
+	for ev := range syn.Stream(ctx, &speech.SynthesizeRequest{Text: "hello"}) {
 		err = ev.Err
 	}
-	var e *voice.Error
+	var e *provider.Error
 	ok := errors.As(err, &e)
-	if !ok || e.Kind != voice.ErrHTTP || e.Status != 400 || !strings.Contains(e.Message, "flac") || e.Retryable() {
+	if !ok || e.Kind != provider.ErrHTTP || e.Status != 400 || !strings.Contains(e.Message, "flac") || e.Retryable() {
 		t.Fatalf("got %#v", err)
 	}
-	rec := &voice.OpenAIRecognizer{URL: "http://127.0.0.1:1/v1"}
-	for ev := range rec.Stream(ctx, &voice.RecognizeRequest{Audio: make([]int16, 160), SampleRate: 16000}) {
+	rec := &speech.OpenAIRecognizer{URL: "http://127.0.0.1:1/v1"}
+	for ev := range rec.Stream(ctx, &speech.RecognizeRequest{Audio: make([]int16, 160), SampleRate: 16000}) {
 		err = ev.Err
 	}
-	if !errors.As(err, &e) || e.Kind != voice.ErrConnect || !e.Retryable() {
+	if !errors.As(err, &e) || e.Kind != provider.ErrConnect || !e.Retryable() {
 		t.Fatalf("got %#v", err)
 	}
 }
@@ -137,23 +138,23 @@ func TestErrors(t *testing.T) {
 func TestBackchannel(t *testing.T) {
 	base := serve(t, standin.Config{Phrases: []string{"what is the weather like in paris today", "how far is the moon", "mm hmm", "uh huh"}, Log: slog.New(slog.DiscardHandler)})
 	pad := func(pcm []int16) []int16 {
-		return slices.Concat(speechtest.Silence(200, voice.InputRate), pcm, speechtest.Silence(500, voice.InputRate))
+		return slices.Concat(speechtest.Silence(200, speech.RecognitionRate), pcm, speechtest.Silence(500, speech.RecognitionRate))
 	}
 	for _, tc := range []struct {
 		name, want string
 		audio      []int16
 	}{
-		{"uh-huh", "uh huh", pad(speechtest.UhHuh(t, voice.InputRate))},
-		{"noise", "", pad(speechtest.Burst(300, voice.InputRate, -20, 7))},
-		{"question", "how far is the moon", pad(speechtest.Render(t, "How far is the moon?", 140, voice.InputRate))},
+		{"uh-huh", "uh huh", pad(speechtest.UhHuh(t, speech.RecognitionRate))},
+		{"noise", "", pad(speechtest.Burst(300, speech.RecognitionRate, -20, 7))},
+		{"question", "how far is the moon", pad(speechtest.Render(t, "How far is the moon?", 140, speech.RecognitionRate))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			rec := &voice.OpenAIRecognizer{URL: base + "/v1", Model: "whisper-1", Streaming: true}
+			rec := &speech.OpenAIRecognizer{URL: base + "/v1", Model: "whisper-1", Streaming: true}
 			var final string
-			for ev := range rec.Stream(ctx, &voice.RecognizeRequest{Audio: tc.audio, SampleRate: voice.InputRate}) {
-				if ev.Kind == voice.RecognizeError {
+			for ev := range rec.Stream(ctx, &speech.RecognizeRequest{Audio: tc.audio, SampleRate: speech.RecognitionRate}) {
+				if ev.Kind == speech.RecognizeError {
 					t.Fatal(ev.Err)
 				}
 				final = ev.Text

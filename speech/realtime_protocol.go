@@ -1,8 +1,10 @@
-package voice
+package speech
 
 import (
 	"context"
 	"encoding/json"
+
+	"github.com/alicia-voice/alicia/internal/provider"
 )
 
 // serverEvent is the part of a server event the client reads.
@@ -22,15 +24,15 @@ type serverError struct {
 	EventID string `json:"event_id"`
 }
 
-func (e *serverError) toError() *Error {
+func (e *serverError) toError() *provider.Error {
 	if e == nil {
-		return sttErr(ErrServer, "an error event without an error", nil)
+		return sttErr(provider.ErrMidStream, "an error event without an error", nil)
 	}
 	msg := e.Message
 	if e.Code != "" {
 		msg += " (" + e.Code + ")"
 	}
-	return sttErr(ErrServer, msg, nil)
+	return sttErr(provider.ErrMidStream, msg, nil)
 }
 
 func (s *RealtimeStream) readEvent() (serverEvent, error) {
@@ -40,7 +42,7 @@ func (s *RealtimeStream) readEvent() (serverEvent, error) {
 		return ev, err
 	}
 	if err := json.Unmarshal(data, &ev); err != nil || ev.Type == "" {
-		return ev, sttErr(ErrProtocol, "unreadable event: "+truncate(string(data), 200), err)
+		return ev, sttErr(provider.ErrProtocol, "unreadable event: "+truncate(string(data), 200), err)
 	}
 	return ev, nil
 }
@@ -79,7 +81,7 @@ func (s *RealtimeStream) handshake(ctx context.Context, model, language, prompt 
 	case "error":
 		return ev.Error.toError()
 	default:
-		return sttErr(ErrProtocol, "expected session.created, got "+ev.Type, nil)
+		return sttErr(provider.ErrProtocol, "expected session.created, got "+ev.Type, nil)
 	}
 	if err := s.send(sessionUpdate(d, model, language, prompt)); err != nil {
 		return err

@@ -1,4 +1,4 @@
-package voice_test
+package speech_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/alicia-voice/alicia/internal/speechtest"
-	"github.com/alicia-voice/alicia/pipeline/voice"
+	"github.com/alicia-voice/alicia/speech"
 )
 
 // countingListener counts the bytes clients send to a server, whatever
@@ -56,32 +56,32 @@ func processCPU() time.Duration {
 // upload-bytes/op is what the client sent; cpu-ms/op is client, server
 // and recogniser processes together (the stand-in runs in this process).
 func BenchmarkInterimCost(b *testing.B) {
-	speech := speechtest.Render(b, question, 140, voice.InputRate)
+	spoken := speechtest.Render(b, question, 140, rate)
 	for _, seconds := range []int{4, 10} {
-		utterance := make([]int16, 0, seconds*voice.InputRate)
-		for len(utterance) < seconds*voice.InputRate {
-			utterance = append(utterance, speech...)
-			utterance = append(utterance, speechtest.Silence(300, voice.InputRate)...)
+		utterance := make([]int16, 0, seconds*rate)
+		for len(utterance) < seconds*rate {
+			utterance = append(utterance, spoken...)
+			utterance = append(utterance, speechtest.Silence(300, rate)...)
 		}
-		utterance = utterance[:seconds*voice.InputRate]
+		utterance = utterance[:seconds*rate]
 		for _, transport := range []string{"http", "realtime"} {
 			b.Run(transport+"/"+time.Duration(seconds*int(time.Second)).String(), func(b *testing.B) {
 				var sent atomic.Int64
 				base := speechStandin(b, &sent) + "/v1"
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 				defer cancel()
-				var stream *voice.RealtimeStream
+				var stream *speech.RealtimeStream
 				if transport == "realtime" {
 					var err error
-					if stream, err = (&voice.RealtimeRecognizer{URL: base, Model: "whisper-1"}).Open(ctx); err != nil {
+					if stream, err = (&speech.RealtimeRecognizer{URL: base, Model: "whisper-1"}).Open(ctx); err != nil {
 						b.Fatal(err)
 					}
 					defer stream.Close()
 				}
-				rec := &voice.OpenAIRecognizer{URL: base, Model: "whisper-1", Streaming: true}
+				rec := &speech.OpenAIRecognizer{URL: base, Model: "whisper-1", Streaming: true}
 				recognise := func(audio []int16) {
-					for ev := range rec.Stream(ctx, &voice.RecognizeRequest{Audio: audio, SampleRate: voice.InputRate}) {
-						if ev.Kind == voice.RecognizeError {
+					for ev := range rec.Stream(ctx, &speech.RecognizeRequest{Audio: audio, SampleRate: rate}) {
+						if ev.Kind == speech.RecognizeError {
 							b.Fatal(ev.Err)
 						}
 					}
@@ -92,13 +92,13 @@ func BenchmarkInterimCost(b *testing.B) {
 				for range b.N {
 					if transport == "http" {
 						for k := 1; k < seconds; k++ {
-							recognise(utterance[:k*voice.InputRate])
+							recognise(utterance[:k*rate])
 						}
 						recognise(utterance)
 						continue
 					}
-					for i := 0; i < len(utterance); i += voice.FrameSamples {
-						if err := stream.Append(utterance[i:min(i+voice.FrameSamples, len(utterance))]); err != nil {
+					for i := 0; i < len(utterance); i += frameSamples {
+						if err := stream.Append(utterance[i:min(i+frameSamples, len(utterance))]); err != nil {
 							b.Fatal(err)
 						}
 					}
@@ -107,10 +107,10 @@ func BenchmarkInterimCost(b *testing.B) {
 						b.Fatal(err)
 					}
 					for ev := range stream.Events() {
-						if ev.Utterance == utt && ev.Kind == voice.RecognizeError {
+						if ev.Utterance == utt && ev.Kind == speech.RecognizeError {
 							b.Fatal(ev.Err)
 						}
-						if ev.Utterance == utt && ev.Kind == voice.RecognizeFinal {
+						if ev.Utterance == utt && ev.Kind == speech.RecognizeFinal {
 							break
 						}
 					}

@@ -1,16 +1,16 @@
-package voice
+package speech
 
 import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/alicia-voice/alicia/internal/failover"
+	"github.com/alicia-voice/alicia/internal/provider"
 )
 
 // Default first-byte timeouts of speech servers, when another could serve
@@ -61,57 +61,17 @@ func openBody(ctx, fctx context.Context, fb *failover.FirstByte, service string,
 func beforeFirstByte(ctx, fctx context.Context, service string, err error) error {
 	switch {
 	case ctx.Err() != nil:
-		return &Error{Service: service, Kind: ErrCancelled, cause: ctx.Err()}
+		return &provider.Error{Service: service, Kind: provider.ErrCancelled, Cause: ctx.Err()}
 	case failover.TimedOut(fctx):
-		return failover.Down(&Error{Service: service, Kind: ErrConnect, Message: failover.ErrNoFirstByte.Error(), cause: err})
+		return failover.Down(&provider.Error{Service: service, Kind: provider.ErrConnect, Message: failover.ErrNoFirstByte.Error(), Cause: err})
 	}
-	return failover.Down(&Error{Service: service, Kind: ErrConnect, Message: err.Error(), cause: err})
+	return failover.Down(&provider.Error{Service: service, Kind: provider.ErrConnect, Message: err.Error(), Cause: err})
 }
 
 // statusErr is an HTTP error status, Down when it is the server's fault.
-func statusErr(e *Error) error {
+func statusErr(e *provider.Error) error {
 	if failover.StatusDown(e.Status) {
 		return failover.Down(e)
 	}
 	return e
-}
-
-// SpeechProblem is a speech service the stage cannot use: every
-// recogniser or every synthesiser is down.
-type SpeechProblem struct {
-	// Service is "stt" or "tts".
-	Service string
-	Message string
-}
-
-// outages remembers which outage of each speech service the stage has
-// told its participants of, so that they hear of each once and not with
-// every utterance or sentence it fails.
-type outages struct {
-	mu   sync.Mutex
-	told map[string]uint64
-}
-
-// speechFailed tells the room, once per outage, that a speech service
-// is down; other failures are the log's.
-func (s *Stage) speechFailed(ctx context.Context, service string, err error) {
-	var o *failover.Outage
-	if !errors.As(err, &o) {
-		return
-	}
-	s.outages.mu.Lock()
-	first := s.outages.told[service] != o.Epoch
-	if first {
-		if s.outages.told == nil {
-			s.outages.told = map[string]uint64{}
-		}
-		s.outages.told[service] = o.Epoch
-	}
-	s.outages.mu.Unlock()
-	if !first {
-		return
-	}
-	what := map[string]string{"stt": "Speech recognition", "tts": "Speech synthesis"}[service]
-	s.room.SpeechProblem(ctx, SpeechProblem{Service: service,
-		Message: fmt.Sprintf("%s is unavailable: every server is down. Typed messages are still answered.", what)})
 }

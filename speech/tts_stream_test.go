@@ -1,4 +1,4 @@
-package voice_test
+package speech_test
 
 import (
 	"context"
@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicia-voice/alicia/pipeline/voice"
+	"github.com/alicia-voice/alicia/internal/provider"
+	"github.com/alicia-voice/alicia/speech"
 )
 
 func pcmOf(b []byte) []int16 {
@@ -81,12 +82,12 @@ func TestSynthesisPlaysFromFirstBytes(t *testing.T) {
 			defer srv.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			syn := &voice.OpenAISynthesizer{URL: srv.URL + "/v1", Model: "tts-1", StreamFormat: shape}
+			syn := &speech.OpenAISynthesizer{URL: srv.URL + "/v1", Model: "tts-1", StreamFormat: shape}
 			var got []int16
 			done := false
-			for ev := range syn.Stream(ctx, &voice.SynthesizeRequest{Text: "hello there"}) {
+			for ev := range syn.Stream(ctx, &speech.SynthesizeRequest{Text: "hello there"}) {
 				switch ev.Kind {
-				case voice.SynthesizeAudio:
+				case speech.SynthesizeAudio:
 					if len(got) == 0 {
 						if !slices.Equal(ev.Samples, pcmOf(first)) || ev.SampleRate != 24000 {
 							t.Fatalf("first event: %d samples at %d Hz", len(ev.Samples), ev.SampleRate)
@@ -94,9 +95,9 @@ func TestSynthesisPlaysFromFirstBytes(t *testing.T) {
 						close(seen)
 					}
 					got = append(got, ev.Samples...)
-				case voice.SynthesizeDone:
+				case speech.SynthesizeDone:
 					done = true
-				case voice.SynthesizeError:
+				case speech.SynthesizeError:
 					t.Fatal(ev.Err)
 				}
 			}
@@ -115,14 +116,14 @@ func TestSynthesisSSEMatchesChunked(t *testing.T) {
 	defer cancel()
 	var audio [2][]int16
 	for i, shape := range []string{"audio", "sse"} {
-		syn := &voice.OpenAISynthesizer{URL: root + "/v1", Model: "tts-1", Voice: "alloy", StreamFormat: shape}
+		syn := &speech.OpenAISynthesizer{URL: root + "/v1", Model: "tts-1", Voice: "alloy", StreamFormat: shape}
 		events := 0
-		for ev := range syn.Stream(ctx, &voice.SynthesizeRequest{Text: other}) {
+		for ev := range syn.Stream(ctx, &speech.SynthesizeRequest{Text: other}) {
 			switch ev.Kind {
-			case voice.SynthesizeAudio:
+			case speech.SynthesizeAudio:
 				audio[i] = append(audio[i], ev.Samples...)
 				events++
-			case voice.SynthesizeError:
+			case speech.SynthesizeError:
 				t.Fatalf("%s: %v", shape, ev.Err)
 			}
 		}
@@ -139,23 +140,24 @@ func TestSynthesisSSEMatchesChunked(t *testing.T) {
 func TestSynthesisSSEErrors(t *testing.T) {
 	for _, tc := range []struct {
 		body string
-		kind voice.ErrorKind
+		kind provider.ErrorKind
+		msg  string
 	}{
-		{"data: {\"type\":\"speech.audio.delta\",\"audio\":\"AAAA\"}\n\n", voice.ErrTruncated},
-		{"data: {\"type\":\"error\",\"error\":{\"message\":\"voice not found\"}}\n\n", voice.ErrServer},
+		{"data: {\"type\":\"speech.audio.delta\",\"audio\":\"AAAA\"}\n\n", provider.ErrTruncated, "the event stream ended without speech.audio.done"},
+		{"data: {\"type\":\"error\",\"error\":{\"message\":\"voice not found\"}}\n\n", provider.ErrMidStream, "voice not found"},
 	} {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			fmt.Fprint(w, tc.body)
 		}))
-		syn := &voice.OpenAISynthesizer{URL: srv.URL, StreamFormat: "sse"}
+		syn := &speech.OpenAISynthesizer{URL: srv.URL, StreamFormat: "sse"}
 		var err error
-		for ev := range syn.Stream(context.Background(), &voice.SynthesizeRequest{Text: "x"}) {
+		for ev := range syn.Stream(context.Background(), &speech.SynthesizeRequest{Text: "x"}) {
 			err = ev.Err
 		}
 		srv.Close()
-		var e *voice.Error
-		if !errors.As(err, &e) || e.Kind != tc.kind || e.Service != "tts" {
+		var e *provider.Error
+		if !errors.As(err, &e) || e.Kind != tc.kind || e.Message != tc.msg || e.Service != "tts" {
 			t.Fatalf("%q: got %#v", tc.body, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package voice
+package speech
 
 import (
 	"bufio"
@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/alicia-voice/alicia/internal/failover"
+	"github.com/alicia-voice/alicia/internal/provider"
 )
 
 // SynthesizeRequest is one piece of text to speak.
@@ -32,7 +33,7 @@ const (
 	SynthesizeAudio SynthesizeEventKind = iota + 1
 	// SynthesizeDone: the text is fully spoken. Always last.
 	SynthesizeDone
-	// SynthesizeError: Err is an *Error. Always last.
+	// SynthesizeError: Err is a *provider.Error. Always last.
 	SynthesizeError
 )
 
@@ -86,8 +87,8 @@ func (o *OpenAISynthesizer) Servers() *failover.Pool { return o.servers.get("tts
 // 24 kHz, small enough to start playing early.
 const chunkBytes = 4800
 
-func ttsErr(kind ErrorKind, msg string, cause error) *Error {
-	return &Error{Service: "tts", Kind: kind, Message: msg, cause: cause}
+func ttsErr(kind provider.ErrorKind, msg string, cause error) *provider.Error {
+	return &provider.Error{Service: "tts", Kind: kind, Message: msg, Cause: cause}
 }
 
 // Stream implements Synthesizer.
@@ -136,7 +137,7 @@ func (o *OpenAISynthesizer) runOn(ctx context.Context, a failover.Attempt, paylo
 	defer fb.Release()
 	hreq, err := http.NewRequestWithContext(fctx, http.MethodPost, strings.TrimSuffix(a.Server, "/")+"/audio/speech", bytes.NewReader(payload))
 	if err != nil {
-		return ttsErr(ErrConnect, err.Error(), err)
+		return ttsErr(provider.ErrConnect, err.Error(), err)
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	if o.APIKey != "" {
@@ -162,13 +163,13 @@ func (o *OpenAISynthesizer) runOn(ctx context.Context, a failover.Attempt, paylo
 	case "text/event-stream":
 		return readSpeechSSE(ctx, first, rate, emit)
 	case "application/json":
-		return ttsErr(ErrProtocol, "expected audio, got "+mt, nil)
+		return ttsErr(provider.ErrProtocol, "expected audio, got "+mt, nil)
 	}
 	var r io.Reader = first
 	if format == "wav" {
 		h, err := ReadWAVHeader(first)
 		if err != nil {
-			return ttsErr(ErrProtocol, "bad WAV header", err)
+			return ttsErr(provider.ErrProtocol, "bad WAV header", err)
 		}
 		rate, channels = h.Rate, h.Channels
 		if h.DataSize != 0 && h.DataSize != 0xFFFFFFFF {
@@ -218,17 +219,17 @@ func readSpeechSSE(ctx context.Context, r io.Reader, rate int, emit func([]int16
 			Error json.RawMessage `json:"error"`
 		}
 		if err := json.Unmarshal([]byte(data), &ev); err != nil {
-			return ttsErr(ErrProtocol, "unreadable event: "+truncate(data, 200), err)
+			return ttsErr(provider.ErrProtocol, "unreadable event: "+truncate(data, 200), err)
 		}
 		switch {
 		case ev.Type == "error" || (len(ev.Error) > 0 && string(ev.Error) != "null"):
-			return ttsErr(ErrServer, truncate(string(ev.Error), 300), nil)
+			return provider.StreamError("tts", []byte(data))
 		case ev.Type == "speech.audio.done":
 			return nil
 		case ev.Type == "speech.audio.delta":
 			b, err := base64.StdEncoding.DecodeString(ev.Audio)
 			if err != nil {
-				return ttsErr(ErrProtocol, "a delta's audio is not base64", err)
+				return ttsErr(provider.ErrProtocol, "a delta's audio is not base64", err)
 			}
 			b = append(odd, b...)
 			whole := len(b) - len(b)%2
@@ -241,5 +242,5 @@ func readSpeechSSE(ctx context.Context, r io.Reader, rate int, emit func([]int16
 	if err := sc.Err(); err != nil {
 		return transportErr("tts", ctx, err)
 	}
-	return ttsErr(ErrTruncated, "the event stream ended without speech.audio.done", nil)
+	return ttsErr(provider.ErrTruncated, "the event stream ended without speech.audio.done", nil)
 }

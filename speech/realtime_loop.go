@@ -1,4 +1,4 @@
-package voice
+package speech
 
 import (
 	"encoding/base64"
@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/livekit/media-sdk"
+
+	"github.com/alicia-voice/alicia/internal/provider"
 )
 
 // write sends the operations in order. Audio goes through one resampler
@@ -61,7 +63,7 @@ func (s *RealtimeStream) write() {
 				}
 			}
 			if err != nil {
-				s.shutdown(sttErr(ErrConnect, "sending to the recogniser: "+err.Error(), err))
+				s.shutdown(sttErr(provider.ErrConnect, "sending to the recogniser: "+err.Error(), err))
 				return
 			}
 		}
@@ -72,7 +74,11 @@ func (s *RealtimeStream) sendAudio(out *media.PCM16Sample) error {
 	if len(*out) == 0 {
 		return nil
 	}
-	msg := map[string]string{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(pcmBytes(*out))}
+	pcm := make([]byte, out.Size())
+	if _, err := out.CopyTo(pcm); err != nil {
+		return err
+	}
+	msg := map[string]string{"type": "input_audio_buffer.append", "audio": base64.StdEncoding.EncodeToString(pcm)}
 	*out = (*out)[:0]
 	return s.send(msg)
 }
@@ -83,13 +89,13 @@ func (s *RealtimeStream) read() {
 	defer close(s.events)
 	for {
 		ev, err := s.readEvent()
-		var e *Error
-		if errors.As(err, &e) && e.Kind == ErrProtocol {
+		var e *provider.Error
+		if errors.As(err, &e) && e.Kind == provider.ErrProtocol {
 			s.log.Warn("voice: unreadable event from the realtime recogniser", "err", err)
 			continue
 		}
 		if err != nil {
-			s.shutdown(sttErr(ErrConnect, "the connection to the recogniser ended: "+err.Error(), err))
+			s.shutdown(sttErr(provider.ErrConnect, "the connection to the recogniser ended: "+err.Error(), err))
 			s.failPending()
 			return
 		}

@@ -1,4 +1,4 @@
-package voice
+package speech
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/gorilla/websocket"
 
+	"github.com/alicia-voice/alicia/internal/provider"
 	"github.com/alicia-voice/alicia/internal/queue"
 )
 
@@ -91,7 +92,7 @@ func (s *RealtimeStream) Utterance() int {
 	return s.open
 }
 
-var errStreamClosed = sttErr(ErrCancelled, "the realtime stream is closed", nil)
+var errStreamClosed = sttErr(provider.ErrCancelled, "the realtime stream is closed", nil)
 
 // usable says why nothing more can be sent; s.mu is held.
 func (s *RealtimeStream) usable() error {
@@ -106,11 +107,11 @@ func (s *RealtimeStream) usable() error {
 	}
 }
 
-func (s *RealtimeStream) behind() *Error {
-	return sttErr(ErrConnect, fmt.Sprintf("the connection to the recogniser is more than %d operations behind", realtimeBacklog), nil)
+func (s *RealtimeStream) behind() *provider.Error {
+	return sttErr(provider.ErrConnect, fmt.Sprintf("the connection to the recogniser is more than %d operations behind", realtimeBacklog), nil)
 }
 
-// Append adds mono 16-bit PCM at InputRate to the current utterance. It
+// Append adds mono 16-bit PCM at RecognitionRate to the current utterance. It
 // copies pcm and returns at once; the audio is resampled and sent by the
 // stream's writer.
 func (s *RealtimeStream) Append(pcm []int16) error {

@@ -1,4 +1,4 @@
-package voice
+package speech
 
 import (
 	"context"
@@ -7,13 +7,13 @@ import (
 	"iter"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/gorilla/websocket"
 
 	"github.com/alicia-voice/alicia/internal/failover"
+	"github.com/alicia-voice/alicia/internal/provider"
 	"github.com/alicia-voice/alicia/internal/queue"
 )
 
@@ -146,7 +146,7 @@ type rtEnd struct {
 // Open connects and configures a session. ctx bounds the set-up and the
 // stream's life: cancelling it ends the stream as a failure would.
 func (r *RealtimeRecognizer) Open(ctx context.Context) (*RealtimeStream, error) {
-	return r.open(ctx, InputRate, r.Language, "")
+	return r.open(ctx, RecognitionRate, r.Language, "")
 }
 
 func (r *RealtimeRecognizer) open(ctx context.Context, rate int, language, prompt string) (*RealtimeStream, error) {
@@ -166,7 +166,7 @@ func (r *RealtimeRecognizer) open(ctx context.Context, rate int, language, promp
 func (r *RealtimeRecognizer) openOn(ctx context.Context, a failover.Attempt, rate int, language, prompt string) (*RealtimeStream, error) {
 	endpoint, err := r.endpoint(a.Server)
 	if err != nil {
-		return nil, sttErr(ErrConnect, err.Error(), err)
+		return nil, sttErr(provider.ErrConnect, err.Error(), err)
 	}
 	header := http.Header{}
 	if r.APIKey != "" {
@@ -208,7 +208,7 @@ func (r *RealtimeRecognizer) openOn(ctx context.Context, a failover.Attempt, rat
 	go s.read()
 	go s.write()
 	s.unbind = context.AfterFunc(ctx, func() {
-		s.shutdown(&Error{Service: "stt", Kind: ErrCancelled, cause: ctx.Err()})
+		s.shutdown(&provider.Error{Service: "stt", Kind: provider.ErrCancelled, Cause: ctx.Err()})
 	})
 	return s, nil
 }
@@ -216,31 +216,22 @@ func (r *RealtimeRecognizer) openOn(ctx context.Context, a failover.Attempt, rat
 // setupErr says why a session could not be set up: the caller's context
 // (not the server's fault), or the server, in time or not (Down).
 func setupErr(ctx, setup context.Context, limit time.Duration, err error) error {
-	var e *Error
+	var e *provider.Error
 	switch {
 	case ctx.Err() != nil:
-		return &Error{Service: "stt", Kind: ErrCancelled, cause: ctx.Err()}
+		return &provider.Error{Service: "stt", Kind: provider.ErrCancelled, Cause: ctx.Err()}
 	case setup.Err() != nil:
-		return failover.Down(sttErr(ErrConnect, fmt.Sprintf("no transcription session within %v", limit), err))
+		return failover.Down(sttErr(provider.ErrConnect, fmt.Sprintf("no transcription session within %v", limit), err))
 	case errors.As(err, &e):
 		return failover.Down(e)
 	}
-	return failover.Down(sttErr(ErrConnect, err.Error(), err))
+	return failover.Down(sttErr(provider.ErrConnect, err.Error(), err))
 }
 
 func (r *RealtimeRecognizer) endpoint(base string) (string, error) {
-	u, err := url.Parse(strings.TrimSuffix(base, "/"))
+	u, err := provider.WebSocketURL(strings.TrimSuffix(base, "/"))
 	if err != nil {
-		return "", err
-	}
-	switch u.Scheme {
-	case "http":
-		u.Scheme = "ws"
-	case "https":
-		u.Scheme = "wss"
-	case "ws", "wss":
-	default:
-		return "", fmt.Errorf("the recogniser's URL %q is not http(s) or ws(s)", base)
+		return "", fmt.Errorf("the recogniser's URL: %w", err)
 	}
 	if !strings.HasSuffix(u.Path, "/realtime") {
 		u.Path += "/realtime"
@@ -266,7 +257,7 @@ func (r *RealtimeRecognizer) Stream(ctx context.Context, req *RecognizeRequest) 
 		}
 		rate := req.SampleRate
 		if rate == 0 {
-			rate = InputRate
+			rate = RecognitionRate
 		}
 		s, err := r.open(ctx, rate, language, req.Prompt)
 		if err != nil {
@@ -296,7 +287,7 @@ func (r *RealtimeRecognizer) Stream(ctx context.Context, req *RecognizeRequest) 
 			}
 		}
 		if err = s.Err(); err == nil {
-			err = sttErr(ErrTruncated, "the session ended before the transcript", nil)
+			err = sttErr(provider.ErrTruncated, "the session ended before the transcript", nil)
 		}
 		yield(RecognizeEvent{Kind: RecognizeError, Err: err})
 	}
