@@ -365,14 +365,14 @@ func (c *Conversation) startTurn(face Face, sp spec) *Turn {
 		select {
 		case <-prev.Done():
 		default:
-			if prev.UserID == sp.user.ID && sp.vary == "" {
+			if prev.userMessageID == sp.user.ID && sp.vary == "" {
 				// The same message asked again, whole (a speaker who added
 				// to it): the answer being thought is not kept either.
 				prev.supersede()
 			}
 			// Clients that saw the running answer begin (its steps, its
 			// StartAnswer) learn that no more of it comes.
-			prev.face.Send(&wire.Acknowledgement{ConversationID: c.ID, AcknowledgedMessageID: prev.ID, Notes: NoteSuperseded})
+			prev.face.Send(&wire.Acknowledgement{ConversationID: c.ID, AcknowledgedMessageID: prev.answerID, Notes: NoteSuperseded})
 		}
 		prev.Interrupt(wire.StopAll)
 	}

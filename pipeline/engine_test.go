@@ -596,8 +596,8 @@ func TestFakeFaceAskFromTranscript(t *testing.T) {
 		got = append(got, s.Text)
 	}
 	<-turn.Done()
-	if strings.Join(got, "|") != "You asked: spoken.|That is all." || turn.UserID != "tr_1" {
-		t.Fatalf("sentences %q of turn answering %s", got, turn.UserID)
+	if strings.Join(got, "|") != "You asked: spoken.|That is all." || turn.UserMessageID() != "tr_1" {
+		t.Fatalf("sentences %q of turn answering %s", got, turn.UserMessageID())
 	}
 	sent := face.until(t, "the final sentence", finalOf)
 	if count[*wire.Acknowledgement](sent) != 0 || count[*wire.UserMessage](sent) != 0 {
@@ -676,8 +676,8 @@ func TestAskedAgainWholeSupersedes(t *testing.T) {
 	<-second.Done()
 	got := face.until(t, "the answer", finalOf)
 	notices := slices.DeleteFunc(all[*wire.Acknowledgement](got), func(a *wire.Acknowledgement) bool { return a.Notes != pipeline.NoteSuperseded })
-	if len(notices) != 1 || notices[0].AcknowledgedMessageID != first.ID {
-		t.Fatalf("superseded notices %+v (first answer %s): %s", notices, first.ID, describeBodies(got))
+	if len(notices) != 1 || notices[0].AcknowledgedMessageID != first.AnswerID() {
+		t.Fatalf("superseded notices %+v (first answer %s): %s", notices, first.AnswerID(), describeBodies(got))
 	}
 	var sentences []string
 	for _, s := range all[*wire.AssistantSentence](got) {
@@ -704,7 +704,7 @@ func TestAskedAgainWholeSupersedes(t *testing.T) {
 			t.Fatalf("another user message %+v", e)
 		case e.Status == storage.StatusComplete:
 			complete++
-		case e.Status == storage.StatusSuperseded && e.ID == first.ID:
+		case e.Status == storage.StatusSuperseded && e.ID == first.AnswerID():
 			superseded++
 		}
 	}
