@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"slices"
 	"strings"
 	"time"
 
@@ -70,7 +69,7 @@ func (a *answer) begin() {
 		return
 	}
 	for _, m := range a.face.Members() {
-		if slices.Contains(m.Features, wire.FeatureStreaming) {
+		if m.Features.Streaming {
 			a.streaming = append(a.streaming, m.Identity)
 		} else {
 			a.whole = append(a.whole, m.Identity)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -231,14 +230,14 @@ func (e *Engine) effective(ctx context.Context, m Member) reasoning.Mode {
 // (reasoning_preference:<mode>); the display features say what the client
 // can show, never what the user wants. It returns the reasoning features
 // in effect and the preference, for the face's Configuration reply.
-func (c *Conversation) Configure(ctx context.Context, identity string, features []string) []string {
+func (c *Conversation) Configure(ctx context.Context, identity string, features wire.Features) []string {
 	if m, ok := reasoning.PreferenceFromFeatures(features); ok {
 		if err := c.e.store.SetMode(ctx, identity, m); err != nil {
 			c.log.Error("saving preferences", "identity", identity, "err", err)
 		}
 	}
 	pref := c.e.Preference(ctx, identity)
-	out := pref.Cap(reasoning.ModeFromFeatures(features)).Features(slices.Contains(features, wire.FeaturePartialReasoning))
+	out := pref.Cap(reasoning.ModeFromFeatures(features)).Features(features.PartialReasoning)
 	return append(out, reasoning.PreferenceFeature(pref))
 }
 

@@ -261,7 +261,7 @@ func (c *Conversation) viewers(face Roster) []reasoning.Viewer {
 	var out []reasoning.Viewer
 	for _, m := range face.Members() {
 		mode := c.e.effective(context.Background(), m)
-		out = append(out, reasoning.Viewer{Identity: m.Identity, Mode: mode, Partial: slices.Contains(m.Features, wire.FeaturePartialReasoning)})
+		out = append(out, reasoning.Viewer{Identity: m.Identity, Mode: mode, Partial: m.Features.PartialReasoning})
 	}
 	slices.SortFunc(out, func(x, y reasoning.Viewer) int { return strings.Compare(x.Identity, y.Identity) })
 	return out

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/livekit/protocol/livekit"
+
+	"github.com/alicia-voice/alicia/wire"
 )
 
 // Config says where LiveKit is and how the bot presents itself. Every
@@ -42,8 +44,8 @@ type Config struct {
 	// AssumeAfter is how long a client that sent a message but never a
 	// Configuration is asked for one before it is served as a client with
 	// AssumedFeatures.
-	AssumeAfter     time.Duration // ALICIA_ASSUME_CONFIGURATION_AFTER
-	AssumedFeatures []string      // ALICIA_ASSUMED_FEATURES
+	AssumeAfter     time.Duration  // ALICIA_ASSUME_CONFIGURATION_AFTER
+	AssumedFeatures *wire.Features // ALICIA_ASSUMED_FEATURES; nil: defaultAssumedFeatures
 	// LeaseTTL: with Postgres, each process renews a lease this long,
 	// several times per period; when one lapses, another process has its
 	// rooms dispatched again at once. Longer tolerates slower database
@@ -76,11 +78,12 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.AssumeAfter, "assume-configuration-after", defaultAssumeAfter, "how long a client that talks without a Configuration is asked for one before it is served with -assumed-features")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", defaultLeaseTTL, "with Postgres: how long this process's lease lasts unrenewed before another process takes its rooms over")
 	fs.BoolVar(&c.DispatchOnly, "dispatch-only", false, "every bot joins through LiveKit's dispatch, even for a new conversation this process opened for a token (which it otherwise joins at once)")
-	fs.Func("assumed-features", "features assumed for a client that never sent a Configuration, comma-separated (default "+strings.Join(defaultAssumedFeatures, ",")+"; 'none' for none)", func(v string) error {
-		c.AssumedFeatures = splitFeatures(v)
+	fs.Func("assumed-features", "features assumed for a client that never sent a Configuration, comma-separated (default "+strings.Join(defaultAssumedFeatures.List(), ",")+"; 'none' for none)", func(v string) error {
+		f := wire.ParseFeatureList(v)
 		if strings.TrimSpace(v) == "none" {
-			c.AssumedFeatures = []string{}
+			f = wire.Features{}
 		}
+		c.AssumedFeatures = &f
 		return nil
 	})
 }
@@ -120,7 +123,7 @@ func (c Config) roomAgents() []*livekit.RoomAgentDispatch {
 // streamed answers and a panel for reasoning steps, so that a client that
 // spoke the protocol well enough to send a Configuration sees the answer
 // the way it asked for it in most cases.
-var defaultAssumedFeatures = []string{"streaming", "reasoning_steps"}
+var defaultAssumedFeatures = wire.Features{Streaming: true, ReasoningSteps: true}
 
 // wellKnown are secrets published in LiveKit's and Alicia's documentation
 // and examples: a deployment using one is open to anyone.
@@ -180,9 +183,6 @@ func (c *Config) withDefaults() {
 	}
 	if c.AssumeAfter <= 0 {
 		c.AssumeAfter = defaultAssumeAfter
-	}
-	if c.AssumedFeatures == nil {
-		c.AssumedFeatures = defaultAssumedFeatures
 	}
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = defaultLeaseTTL

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/alicia-voice/alicia/pipeline"
-	"github.com/alicia-voice/alicia/reasoning"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
 )
@@ -261,14 +259,14 @@ func (s *Session) assume(identity string) {
 		s.ownerMu.Unlock()
 		return
 	}
-	features := slices.Clone(s.assumedFeatures)
+	features := s.assumedFeatures
 	s.claim(identity)
 	s.features[identity] = features
 	s.known[identity] = true
 	s.assumed[identity] = true
 	s.ownerMu.Unlock()
 	s.log.Info("no Configuration from the client after the greeting and the 202; serving it with the assumed features",
-		"identity", identity, "features", features, "after", s.assumeAfter)
+		"identity", identity, "features", features.List(), "after", s.assumeAfter)
 	reply := s.assumedConfiguration(identity, s.conv.Configure(s.ctx, identity, features))
 	s.post(func() {
 		s.sync(identity)
@@ -311,8 +309,9 @@ func (s *Session) claim(identity string) {
 // withoutPreference drops reasoning_preference:<mode> from features: it
 // is applied once, when the client says it, and not again with every
 // later Configure of the same features.
-func withoutPreference(features []string) []string {
-	return slices.DeleteFunc(slices.Clone(features), func(f string) bool { return strings.HasPrefix(f, reasoning.PreferencePrefix) })
+func withoutPreference(features wire.Features) wire.Features {
+	features.ReasoningPreference = ""
+	return features
 }
 
 // applyAttributes reads a participant's Alicia attributes: its features,
@@ -328,7 +327,7 @@ func (s *Session) applyAttributes(identity string, attrs map[string]string, chan
 	s.ownerMu.Lock()
 	features := s.features[identity]
 	if hasFeatures {
-		features = splitFeatures(list)
+		features = withoutPreference(wire.ParseFeatureList(list))
 		s.features[identity] = features
 		s.known[identity] = true
 		s.announced(identity)
@@ -338,7 +337,7 @@ func (s *Session) applyAttributes(identity string, attrs map[string]string, chan
 	s.ownerMu.Unlock()
 	given := features
 	if hasPref {
-		given = append(slices.Clone(features), reasoning.PreferencePrefix+strings.TrimSpace(pref))
+		given.ReasoningPreference = strings.TrimSpace(pref)
 	}
 	effective := s.conv.Configure(s.ctx, identity, given)
 	if !known || !changed {
@@ -353,17 +352,6 @@ func (s *Session) applyAttributes(identity string, attrs map[string]string, chan
 		}
 	})
 	s.release(identity)
-}
-
-// splitFeatures reads AttrFeatures: comma-separated, spaces ignored.
-func splitFeatures(list string) []string {
-	var out []string
-	for f := range strings.SplitSeq(list, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return withoutPreference(out)
 }
 
 // duplicate reports a client stanza handled before with the same bytes. A
@@ -422,7 +410,7 @@ func bodyID(env *wire.Envelope) string {
 // ownerMu.
 func (s *Session) stockClient(identity string) {
 	if !s.known[identity] {
-		s.features[identity] = []string{wire.FeatureAudioOutput}
+		s.features[identity] = wire.Features{AudioOutput: true}
 		s.known[identity] = true
 		s.claim(identity)
 	}

@@ -36,7 +36,7 @@ type Config struct {
 	// Observer hears interruptions, for metrics.
 	Observer Observer
 	// Cue is what plays while the model thinks (default sound); a client
-	// may ask for another (FeatureThinkingCue). CueAfter is when it starts,
+	// may ask for another (wire.FeatureThinkingCue). CueAfter is when it starts,
 	// from the end of the user's speech (from the turn's start for a typed
 	// one) if no answer is audible by then. Default 1 s: the endpointing
 	// delay is inside it.
