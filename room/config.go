@@ -66,12 +66,12 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.LiveKitURL, "livekit-url", "", "LiveKit server URL; empty starts a local livekit-server")
 	fs.StringVar(&c.APIKey, "livekit-api-key", "", "LiveKit API key (required with -livekit-url)")
 	fs.StringVar(&c.APISecret, "livekit-api-secret", "", "LiveKit API secret (required with -livekit-url)")
-	fs.StringVar(&c.AgentName, "agent-name", "alicia", "agent name LiveKit dispatches; processes sharing it share the rooms")
-	fs.StringVar(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "address of the HTTP API")
+	fs.StringVar(&c.AgentName, "agent-name", defaultAgentName, "agent name LiveKit dispatches; processes sharing it share the rooms")
+	fs.StringVar(&c.HTTPAddr, "http-addr", DefaultHTTPAddr, "address of the HTTP API")
 	fs.StringVar(&c.TokenSecret, "token-secret", "", "shared secret for POST /v1/token; default: the API secret")
-	fs.IntVar(&c.MaxSessions, "max-sessions", 500, "conversations this process takes before it reports itself full")
-	fs.Float64Var(&c.TargetLoad, "livekit-target-load", 0.7, "the livekit-server's agents.target_load: the load at which LiveKit stops dispatching")
-	fs.DurationVar(&c.EmptyTimeout, "empty-timeout", 30*time.Second, "how long the bot stays in a room nobody is in")
+	fs.IntVar(&c.MaxSessions, "max-sessions", defaultMaxSessions, "conversations this process takes before it reports itself full")
+	fs.Float64Var(&c.TargetLoad, "livekit-target-load", defaultTargetLoad, "the livekit-server's agents.target_load: the load at which LiveKit stops dispatching")
+	fs.DurationVar(&c.EmptyTimeout, "empty-timeout", defaultEmptyTimeout, "how long the bot stays in a room nobody is in")
 	fs.IntVar(&c.TokenFailureBurst, "token-failure-burst", defaultFailureBurst, "wrong token secrets one client address may send before it is throttled")
 	fs.DurationVar(&c.TokenFailureEvery, "token-failure-every", defaultFailureEvery, "a throttled address gets one more try this often")
 	fs.BoolVar(&c.TrustForwardedFor, "trust-forwarded-for", false, "the HTTP API is behind a proxy that appends the client address to X-Forwarded-For")
@@ -88,7 +88,17 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	})
 }
 
+// DefaultHTTPAddr is where the HTTP API listens, and where the commands
+// that talk to a serve look for it, unless told otherwise.
+const DefaultHTTPAddr = "127.0.0.1:8080"
+
+// The defaults of the settings, for the flags and for a Config built in
+// code with fields left zero (withDefaults).
 const (
+	defaultAgentName    = "alicia"
+	defaultMaxSessions  = 500
+	defaultTargetLoad   = 0.7 // livekit-server's own default target_load
+	defaultEmptyTimeout = 30 * time.Second
 	defaultFailureBurst = 10
 	defaultFailureEvery = time.Second
 	// defaultAssumeAfter: the grace runs from the client's first kept
@@ -164,16 +174,16 @@ func (c *Config) Validate() error {
 
 func (c *Config) withDefaults() {
 	if c.MaxSessions <= 0 {
-		c.MaxSessions = 500
+		c.MaxSessions = defaultMaxSessions
 	}
 	if c.TargetLoad <= 0 || c.TargetLoad > 1 {
-		c.TargetLoad = 0.7
+		c.TargetLoad = defaultTargetLoad
 	}
 	if c.EmptyTimeout <= 0 {
-		c.EmptyTimeout = 30 * time.Second
+		c.EmptyTimeout = defaultEmptyTimeout
 	}
 	if c.AgentName == "" {
-		c.AgentName = "alicia"
+		c.AgentName = defaultAgentName
 	}
 	if c.TokenFailureBurst <= 0 {
 		c.TokenFailureBurst = defaultFailureBurst

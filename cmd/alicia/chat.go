@@ -28,7 +28,7 @@ import (
 func runChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	api := fs.String("api", envOr("ALICIA_API", "http://127.0.0.1:8080"), "Alicia's HTTP API")
+	api := fs.String("api", envOr("ALICIA_API", "http://"+room.DefaultHTTPAddr), "Alicia's HTTP API")
 	secret := fs.String("secret", envOr("ALICIA_TOKEN_SECRET", os.Getenv("ALICIA_LIVEKIT_API_SECRET")), "bearer secret of POST /v1/token")
 	roomName := fs.String("room", "", "conversation to join (default: a new one)")
 	identity := fs.String("identity", "you", "your identity")
