@@ -26,16 +26,14 @@ type Config struct {
 	// MaxToolRounds bounds the model's tool calls in one turn (default 5).
 	MaxToolRounds int
 	// ReasoningDefault is the show-reasoning mode of a user who never
-	// chose one (ALICIA_REASONING_DEFAULT; DefaultReasoningMode when
-	// unset).
+	// chose one (ALICIA_REASONING_DEFAULT; DefaultReasoningMode if unset).
 	ReasoningDefault reasoning.Mode
 	// Telemetry hears every turn's timings when it is over (nil: none).
 	Telemetry TurnObserver
 	Logger    *slog.Logger
 }
 
-// DefaultReasoningMode is what a user who never chose sees of the
-// reasoning when the deployment names nothing else (ReasoningDefault).
+// DefaultReasoningMode is Config.ReasoningDefault's default.
 const DefaultReasoningMode = reasoning.ModeFull
 
 func (c *Config) withDefaults() {
