@@ -61,7 +61,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.BoolVar(&c.ThinkOpenInPrompt, "llm-think-open", false, "the model's template opens <think> in the prompt (implied by Thinking-2507 and Qwen3.5 names)")
-	fs.DurationVar(&c.IdleTimeout, "llm-idle-timeout", 60*time.Second, "how long a silent model stream may last")
+	fs.DurationVar(&c.IdleTimeout, "llm-idle-timeout", DefaultIdleTimeout, "how long a silent model stream may last")
 	fs.DurationVar(&c.FirstByteTimeout, "llm-first-byte-timeout", DefaultFirstByteTimeout, "with several model servers, how long one may take to start its answer before the next is asked")
 }
 
@@ -73,6 +73,9 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 // that and for a queue, and still moves on from a hung server long
 // before the idle timeout would.
 const DefaultFirstByteTimeout = 15 * time.Second
+
+// DefaultIdleTimeout ends a model stream silent this long (IdleTimeout).
+const DefaultIdleTimeout = 60 * time.Second
 
 // New returns the client for a configuration.
 func New(c Config) (Client, error) {
@@ -99,7 +102,7 @@ func New(c Config) (Client, error) {
 		h.client = &http.Client{}
 	}
 	if h.idle <= 0 {
-		h.idle = 60 * time.Second
+		h.idle = DefaultIdleTimeout
 	}
 	switch c.Backend {
 	case "openai":

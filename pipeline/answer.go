@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"slices"
 	"strings"
 	"time"
 
@@ -70,14 +69,14 @@ func (a *answer) begin() {
 		return
 	}
 	for _, m := range a.face.Members() {
-		if slices.Contains(m.Features, wire.FeatureStreaming) {
+		if m.Features.Streaming {
 			a.streaming = append(a.streaming, m.Identity)
 		} else {
 			a.whole = append(a.whole, m.Identity)
 		}
 	}
 	if len(a.streaming) > 0 {
-		a.face.Send(&wire.StartAnswer{ID: a.t.ID, PreviousID: a.t.UserID, ConversationID: a.conv, AnswerType: wire.AnswerText}, a.streaming...)
+		a.face.Send(&wire.StartAnswer{ID: a.t.answerID, PreviousID: a.t.userMessageID, ConversationID: a.conv, AnswerType: wire.AnswerText}, a.streaming...)
 	}
 }
 
@@ -88,7 +87,7 @@ func (a *answer) write(delta string) {
 	}
 	a.text.WriteString(delta)
 	if a.delta != nil && delta != "" {
-		a.delta.Delta(a.t.ID, delta)
+		a.delta.Delta(a.t.answerID, delta)
 	}
 	a.send(a.split.Write(delta), false)
 }
@@ -112,7 +111,7 @@ func (a *answer) send(sentences []string, final bool) {
 			a.sent = append(a.sent, sentSentence{id: id, sequence: a.sequence, end: a.consumed})
 		}
 		if len(a.streaming) > 0 {
-			a.face.Send(&wire.AssistantSentence{ID: id, PreviousID: a.t.ID, ConversationID: a.conv,
+			a.face.Send(&wire.AssistantSentence{ID: id, PreviousID: a.t.answerID, ConversationID: a.conv,
 				Sequence: a.sequence, Text: text, IsFinal: final && i == len(sentences)-1, Markdown: md}, a.streaming...)
 		}
 	}
@@ -154,7 +153,7 @@ func (a *answer) retract(text string) {
 		}
 	}
 	if r, ok := a.face.(DeltaRetractor); ok && a.delta != nil {
-		r.Retract(a.t.ID)
+		r.Retract(a.t.answerID)
 	}
 	// The splitter holds the retracted text's unfinished sentence, which
 	// may have begun with kept text (a round before a tool call that had
@@ -177,7 +176,7 @@ func (a *answer) finish(stopped bool) {
 		if stopped {
 			state = storage.StatusStopped
 		}
-		a.face.Send(&wire.AssistantMessage{ID: a.t.ID, PreviousID: a.t.UserID, ConversationID: a.conv, Content: a.text.String(),
+		a.face.Send(&wire.AssistantMessage{ID: a.t.answerID, PreviousID: a.t.userMessageID, ConversationID: a.conv, Content: a.text.String(),
 			Timestamp: time.Now().UnixMilli(), State: state}, a.whole...)
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
@@ -27,12 +26,15 @@ type Config struct {
 	// MaxToolRounds bounds the model's tool calls in one turn (default 5).
 	MaxToolRounds int
 	// ReasoningDefault is the show-reasoning mode of a user who never
-	// chose one (ALICIA_REASONING_DEFAULT; full when unset).
+	// chose one (ALICIA_REASONING_DEFAULT; DefaultReasoningMode if unset).
 	ReasoningDefault reasoning.Mode
 	// Telemetry hears every turn's timings when it is over (nil: none).
 	Telemetry TurnObserver
 	Logger    *slog.Logger
 }
+
+// DefaultReasoningMode is Config.ReasoningDefault's default.
+const DefaultReasoningMode = reasoning.ModeFull
 
 func (c *Config) withDefaults() {
 	if c.Logger == nil {
@@ -45,7 +47,7 @@ func (c *Config) withDefaults() {
 		c.MaxToolRounds = 5
 	}
 	if !c.ReasoningDefault.Valid() {
-		c.ReasoningDefault = reasoning.ModeFull
+		c.ReasoningDefault = DefaultReasoningMode
 	}
 }
 
@@ -231,14 +233,14 @@ func (e *Engine) effective(ctx context.Context, m Member) reasoning.Mode {
 // (reasoning_preference:<mode>); the display features say what the client
 // can show, never what the user wants. It returns the reasoning features
 // in effect and the preference, for the face's Configuration reply.
-func (c *Conversation) Configure(ctx context.Context, identity string, features []string) []string {
+func (c *Conversation) Configure(ctx context.Context, identity string, features wire.Features) []string {
 	if m, ok := reasoning.PreferenceFromFeatures(features); ok {
 		if err := c.e.store.SetMode(ctx, identity, m); err != nil {
 			c.log.Error("saving preferences", "identity", identity, "err", err)
 		}
 	}
 	pref := c.e.Preference(ctx, identity)
-	out := pref.Cap(reasoning.ModeFromFeatures(features)).Features(slices.Contains(features, wire.FeaturePartialReasoning))
+	out := pref.Cap(reasoning.ModeFromFeatures(features)).Features(features.PartialReasoning)
 	return append(out, reasoning.PreferenceFeature(pref))
 }
 
@@ -365,14 +367,14 @@ func (c *Conversation) startTurn(face Face, sp spec) *Turn {
 		select {
 		case <-prev.Done():
 		default:
-			if prev.UserID == sp.user.ID && sp.vary == "" {
+			if prev.userMessageID == sp.user.ID && sp.vary == "" {
 				// The same message asked again, whole (a speaker who added
 				// to it): the answer being thought is not kept either.
 				prev.supersede()
 			}
 			// Clients that saw the running answer begin (its steps, its
 			// StartAnswer) learn that no more of it comes.
-			prev.face.Send(&wire.Acknowledgement{ConversationID: c.ID, AcknowledgedMessageID: prev.ID, Notes: NoteSuperseded})
+			prev.face.Send(&wire.Acknowledgement{ConversationID: c.ID, AcknowledgedMessageID: prev.answerID, Notes: NoteSuperseded})
 		}
 		prev.Interrupt(wire.StopAll)
 	}

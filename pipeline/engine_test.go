@@ -194,7 +194,7 @@ type speakerFunc func(*pipeline.Turn)
 
 func (f speakerFunc) Speak(t *pipeline.Turn) { f(t) }
 
-var streamingFull = pipeline.Member{Identity: "alice", Features: []string{wire.FeatureStreaming, wire.FeatureReasoningSteps}}
+var streamingFull = pipeline.Member{Identity: "alice", Features: wire.Features{Streaming: true, ReasoningSteps: true}}
 
 func (r *rig) ask(face *fakeFace, stanza int32, id, text string) {
 	r.conv.Handle(face, pipeline.Inbound{From: "alice", StanzaID: stanza, Body: &wire.UserMessage{ID: id, ConversationID: "conv_fake", Content: text}, Received: time.Now()})
@@ -477,7 +477,7 @@ func TestFakeFaceBackendFailure(t *testing.T) {
 // the other, in this process and (through storage) in another.
 func TestFakeFaceTwoFacesShareHistory(t *testing.T) {
 	r := newRig(t, plain)
-	lk, other := newFace(streamingFull), newFace(pipeline.Member{Identity: "alice", Features: []string{wire.FeatureStreaming}})
+	lk, other := newFace(streamingFull), newFace(pipeline.Member{Identity: "alice", Features: wire.Features{Streaming: true}})
 	r.ask(lk, 1, "msg_1", "first")
 	lk.until(t, "the first answer", finalOf)
 	r.conv.Handle(other, pipeline.Inbound{From: "alice", StanzaID: 1, Body: &wire.UserMessage{ID: "msg_2", Content: "second"}})
@@ -512,7 +512,7 @@ func TestFakeFacePreferenceFollowsTheUser(t *testing.T) {
 	defer other.Close()
 	r.store.SaveConversation(storage.Conversation{ID: "conv_other", Owner: "alice", CreatedAt: time.Now()})
 	setSummary := []string{wire.FeatureStreaming, wire.FeatureReasoningSteps, wire.FeaturePartialReasoning, reasoning.PreferenceFeature(reasoning.ModeSummary)}
-	if eff := r.conv.Configure(context.Background(), "alice", setSummary); !slices.Equal(eff,
+	if eff := r.conv.Configure(context.Background(), "alice", wire.ParseFeatures(setSummary)); !slices.Equal(eff,
 		[]string{wire.FeatureReasoningSummary, wire.FeaturePartialReasoning, "reasoning_preference:summary"}) {
 		t.Fatalf("effective features %v", eff)
 	}
@@ -521,13 +521,13 @@ func TestFakeFacePreferenceFollowsTheUser(t *testing.T) {
 	}
 	// A phone without a reasoning panel configures itself: the preference
 	// stays, and the phone receives no step.
-	if eff := other.Configure(context.Background(), "alice", []string{wire.FeatureStreaming}); !slices.Equal(eff, []string{"reasoning_preference:summary"}) {
+	if eff := other.Configure(context.Background(), "alice", wire.Features{Streaming: true}); !slices.Equal(eff, []string{"reasoning_preference:summary"}) {
 		t.Fatalf("effective features of a client without a reasoning panel %v", eff)
 	}
 	if m, _ := r.store.Mode(context.Background(), "alice"); m != reasoning.ModeSummary {
 		t.Fatalf("stored preference after a client without reasoning features: %q", m)
 	}
-	phone := newFace(pipeline.Member{Identity: "alice", Features: []string{wire.FeatureStreaming}})
+	phone := newFace(pipeline.Member{Identity: "alice", Features: wire.Features{Streaming: true}})
 	other.Handle(phone, pipeline.Inbound{From: "alice", StanzaID: 1, Body: &wire.UserMessage{ID: "msg_1", Content: "q"}})
 	// The steps come before the answer's last sentence: its arrival is
 	// the barrier after which none can come.
@@ -537,7 +537,7 @@ func TestFakeFacePreferenceFollowsTheUser(t *testing.T) {
 	}
 	// A client with a panel, in the other conversation, gets the user's
 	// summary (one per step: it takes no partial steps).
-	panel := newFace(pipeline.Member{Identity: "alice", Features: []string{wire.FeatureStreaming, wire.FeatureReasoningSteps}})
+	panel := newFace(pipeline.Member{Identity: "alice", Features: wire.Features{Streaming: true, ReasoningSteps: true}})
 	other.Handle(panel, pipeline.Inbound{From: "alice", StanzaID: 2, Body: &wire.UserMessage{ID: "msg_2", Content: "q2"}})
 	got = panel.until(t, "a second answer", func(b []sentBody) bool {
 		return count[*wire.AssistantSentence](b) > 0 && strings.Contains(answerOf(b), "q2") && finalOf(b)
@@ -596,8 +596,8 @@ func TestFakeFaceAskFromTranscript(t *testing.T) {
 		got = append(got, s.Text)
 	}
 	<-turn.Done()
-	if strings.Join(got, "|") != "You asked: spoken.|That is all." || turn.UserID != "tr_1" {
-		t.Fatalf("sentences %q of turn answering %s", got, turn.UserID)
+	if strings.Join(got, "|") != "You asked: spoken.|That is all." || turn.UserMessageID() != "tr_1" {
+		t.Fatalf("sentences %q of turn answering %s", got, turn.UserMessageID())
 	}
 	sent := face.until(t, "the final sentence", finalOf)
 	if count[*wire.Acknowledgement](sent) != 0 || count[*wire.UserMessage](sent) != 0 {
@@ -676,8 +676,8 @@ func TestAskedAgainWholeSupersedes(t *testing.T) {
 	<-second.Done()
 	got := face.until(t, "the answer", finalOf)
 	notices := slices.DeleteFunc(all[*wire.Acknowledgement](got), func(a *wire.Acknowledgement) bool { return a.Notes != pipeline.NoteSuperseded })
-	if len(notices) != 1 || notices[0].AcknowledgedMessageID != first.ID {
-		t.Fatalf("superseded notices %+v (first answer %s): %s", notices, first.ID, describeBodies(got))
+	if len(notices) != 1 || notices[0].AcknowledgedMessageID != first.AnswerID() {
+		t.Fatalf("superseded notices %+v (first answer %s): %s", notices, first.AnswerID(), describeBodies(got))
 	}
 	var sentences []string
 	for _, s := range all[*wire.AssistantSentence](got) {
@@ -704,7 +704,7 @@ func TestAskedAgainWholeSupersedes(t *testing.T) {
 			t.Fatalf("another user message %+v", e)
 		case e.Status == storage.StatusComplete:
 			complete++
-		case e.Status == storage.StatusSuperseded && e.ID == first.ID:
+		case e.Status == storage.StatusSuperseded && e.ID == first.AnswerID():
 			superseded++
 		}
 	}

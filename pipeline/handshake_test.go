@@ -368,7 +368,7 @@ func joinOrders(t *testing.T, run family) {
 			Token: r.undispatchedToken(t, name, "ann", map[string]string{room.AttrFeatures: strings.Join(displayFull, ",")})}
 		res := r.withDispatchAfterConnect(t, name, run, o)
 		wantStreamedWithSteps(t, res)
-		if slices.Contains(res.GreetingFeatures, room.FeatureAwaitingConfiguration) || len(res.Errors) != 0 {
+		if slices.Contains(res.GreetingFeatures, wire.FeatureAwaitingConfiguration) || len(res.Errors) != 0 {
 			t.Fatalf("the bot knew the features from the token, yet: greeting %v, errors %v", res.GreetingFeatures, res.Errors)
 		}
 	})
@@ -462,7 +462,7 @@ func TestHandshakeAsksForALostConfiguration(t *testing.T) {
 	o := clientOpts{URL: r.lk.URL, Room: name, Question: question, Features: displayFull, AnswerAsked: displayFull,
 		Token: r.undispatchedToken(t, name, "lou", nil)}
 	res := r.withDispatchAfterConnect(t, name, goClient, o)
-	if !slices.Contains(res.GreetingFeatures, room.FeatureAwaitingConfiguration) {
+	if !slices.Contains(res.GreetingFeatures, wire.FeatureAwaitingConfiguration) {
 		t.Fatalf("greeting %v does not say it awaits a Configuration", res.GreetingFeatures)
 	}
 	if len(res.Errors) != 1 || res.Errors[0].Code != wire.CodeInvalidState || !strings.Contains(res.Errors[0].Message, "Configuration") {

@@ -22,7 +22,7 @@ type Outbox interface {
 // face passes these on as data and decides nothing from them.
 type Member struct {
 	Identity string
-	Features []string
+	Features wire.Features
 	Tools    []wire.ClientTool
 }
 

@@ -62,7 +62,7 @@ func (c *Conversation) Preempt(ctx context.Context, face Face, from string, m *w
 // blocks.
 func (c *Conversation) Withdraw(id string) {
 	c.do(func() {
-		if c.held != nil && c.held.UserID == id {
+		if c.held != nil && c.held.userMessageID == id {
 			c.log.Debug("preemptive turn withdrawn", "message", id)
 			c.discardHeld()
 		}
@@ -109,9 +109,9 @@ func (c *Conversation) takeHeld(sp spec) *Turn {
 	if t == nil {
 		return nil
 	}
-	if t.UserID != sp.user.ID || t.From != sp.from || sp.vary != "" || sp.editOf != "" || sp.messages != nil ||
+	if t.userMessageID != sp.user.ID || t.From != sp.from || sp.vary != "" || sp.editOf != "" || sp.messages != nil ||
 		!SameTranscript(t.spec.user.Content, sp.user.Content) {
-		c.log.Debug("preemptive turn discarded: another question was asked", "held", t.UserID, "asked", sp.user.ID, "guess", t.spec.user.Content, "final", sp.user.Content)
+		c.log.Debug("preemptive turn discarded: another question was asked", "held", t.userMessageID, "asked", sp.user.ID, "guess", t.spec.user.Content, "final", sp.user.Content)
 		c.discardHeld()
 		return nil
 	}

@@ -145,7 +145,7 @@ func (c *Conversation) run(t *Turn) {
 	if sp.vary == "" {
 		store.SaveMessage(storage.Message{ID: m.ID, ConversationID: c.ID, PreviousID: m.PreviousID, Role: "user", Author: author, Content: m.Content, Status: storage.StatusComplete, CreatedAt: sp.received})
 	}
-	store.SaveMessage(storage.Message{ID: t.ID, ConversationID: c.ID, PreviousID: m.ID, Role: "assistant", Status: storage.StatusStreaming, VariantOf: sp.variantOf, CreatedAt: now})
+	store.SaveMessage(storage.Message{ID: t.answerID, ConversationID: c.ID, PreviousID: m.ID, Role: "assistant", Status: storage.StatusStreaming, VariantOf: sp.variantOf, CreatedAt: now})
 
 	// An AG-UI backend's encrypted reasoning goes back to it on the next
 	// turn, under its own message id; other backends never see it.
@@ -159,11 +159,11 @@ func (c *Conversation) run(t *Turn) {
 	var deliver *reasoning.Deliverer
 	var chain *reasoning.Chain
 	if r, ok := face.(StepRenderer); ok {
-		chain = reasoning.NewChain(c.ID, m.ID, t.ID, r.Steps(), sealed)
+		chain = reasoning.NewChain(c.ID, m.ID, t.answerID, r.Steps(), sealed)
 	} else {
 		deliver = reasoning.NewDeliverer(func() []reasoning.Viewer { return c.viewers(face) },
 			func(d reasoning.Delivery) { face.Send(d.Step, d.To...) })
-		chain = reasoning.NewChain(c.ID, m.ID, t.ID, deliver, sealed)
+		chain = reasoning.NewChain(c.ID, m.ID, t.answerID, deliver, sealed)
 	}
 
 	clientTools := map[string]wire.ClientTool{}
@@ -194,12 +194,12 @@ func (c *Conversation) run(t *Turn) {
 				// The client runs its own tools after the turn, and its
 				// next request carries the results.
 				for _, call := range calls {
-					face.Send(clientCallRequest(c.ID, t.ID, call), sp.from)
+					face.Send(clientCallRequest(c.ID, t.answerID, call), sp.from)
 				}
 				endedForTools = true
 				return nil, true
 			}
-			return c.runTools(ctx, face, calls, clientTools, sp.from, t.ID), false
+			return c.runTools(ctx, face, calls, clientTools, sp.from, t.answerID), false
 		},
 	}, budget)
 	chain.End(time.Now())
@@ -230,10 +230,10 @@ func (c *Conversation) run(t *Turn) {
 	late := func(h Heard) {
 		text := h.Text
 		c.do(func() {
-			store.SaveMessage(storage.Message{ID: t.ID, ConversationID: c.ID, PreviousID: m.ID, Role: "assistant", Content: text, Status: storage.StatusStopped, VariantOf: sp.variantOf, CreatedAt: now})
+			store.SaveMessage(storage.Message{ID: t.answerID, ConversationID: c.ID, PreviousID: m.ID, Role: "assistant", Content: text, Status: storage.StatusStopped, VariantOf: sp.variantOf, CreatedAt: now})
 			c.mu.Lock()
 			for i := range c.local {
-				if c.local[i].answerID == t.ID {
+				if c.local[i].answerID == t.answerID {
 					c.local[i].answer = sp.prefix + text
 				}
 			}
@@ -246,10 +246,10 @@ func (c *Conversation) run(t *Turn) {
 			status = storage.StatusStopped
 		}
 	}
-	store.SaveMessage(storage.Message{ID: t.ID, ConversationID: c.ID, PreviousID: m.ID, Role: "assistant", Content: content, Status: status, VariantOf: sp.variantOf, CreatedAt: now})
+	store.SaveMessage(storage.Message{ID: t.answerID, ConversationID: c.ID, PreviousID: m.ID, Role: "assistant", Content: content, Status: status, VariantOf: sp.variantOf, CreatedAt: now})
 	if status != storage.StatusSuperseded {
 		t.hold.do(func() {
-			c.remember(turnRecord{user: llm.Message{ID: m.ID, Role: llm.RoleUser, Content: m.Content}, author: author, encrypted: encrypted, answerID: t.ID, answer: sp.prefix + content}, sp)
+			c.remember(turnRecord{user: llm.Message{ID: m.ID, Role: llm.RoleUser, Content: m.Content}, author: author, encrypted: encrypted, answerID: t.answerID, answer: sp.prefix + content}, sp)
 		})
 	}
 }
@@ -261,7 +261,7 @@ func (c *Conversation) viewers(face Roster) []reasoning.Viewer {
 	var out []reasoning.Viewer
 	for _, m := range face.Members() {
 		mode := c.e.effective(context.Background(), m)
-		out = append(out, reasoning.Viewer{Identity: m.Identity, Mode: mode, Partial: slices.Contains(m.Features, wire.FeaturePartialReasoning)})
+		out = append(out, reasoning.Viewer{Identity: m.Identity, Mode: mode, Partial: m.Features.PartialReasoning})
 	}
 	slices.SortFunc(out, func(x, y reasoning.Viewer) int { return strings.Compare(x.Identity, y.Identity) })
 	return out

@@ -130,7 +130,7 @@ func (t *Turn) reportLocked() *TurnReport {
 		return nil
 	}
 	t.reported = true
-	r := &TurnReport{ConversationID: t.conv, UserMessageID: t.UserID, AnswerID: t.ID, Spoken: t.spec.spoken, Preemptive: t.hold != nil,
+	r := &TurnReport{ConversationID: t.conv, UserMessageID: t.userMessageID, AnswerID: t.answerID, Spoken: t.spec.spoken, Preemptive: t.hold != nil,
 		Interrupted: t.interrupted || t.heard != nil, Start: t.timing.Asked, End: t.endedAt}
 	if !t.timing.FirstToken.IsZero() {
 		r.Stages = append(r.Stages, Timed{Name: StageModelFirstToken, Start: t.timing.Asked, End: t.timing.FirstToken})

@@ -51,7 +51,7 @@ func TestTurnReportWaitsForItsSpeaker(t *testing.T) {
 	}
 	want := []pipeline.Timed{{Name: pipeline.StageModelFirstToken, Start: tm.Asked, End: tm.FirstToken},
 		{Name: pipeline.StageFirstSentence, Start: tm.Asked, End: tm.FirstSentence}, spoke}
-	if r.UserMessageID != "msg_1" || r.ConversationID != "conv_report" || r.AnswerID != m.turn.ID || r.Spoken || !r.Interrupted ||
+	if r.UserMessageID != "msg_1" || r.ConversationID != "conv_report" || r.AnswerID != m.turn.AnswerID() || r.Spoken || !r.Interrupted ||
 		len(r.Stages) != len(want) || !r.Start.Equal(tm.Asked) || r.End.Before(spoke.End) {
 		t.Fatalf("report %+v", r)
 	}

@@ -124,15 +124,6 @@ type ThinkingPolicy struct {
 	Typed, Spoken Thinking
 }
 
-// Client features that choose the thinking of the client's own turns,
-// typed and spoken apart: "voice_thinking:off", "typed_thinking:budget".
-// They come in a Configuration's features or the participant attribute
-// alicia.features.
-const (
-	FeatureVoiceThinking = "voice_thinking:"
-	FeatureTypedThinking = "typed_thinking:"
-)
-
 // Thinking is the deployment's thinking policy in force: Config's, or
 // Config.Thinking for both kinds of turn, without a budget.
 func (e *Engine) Thinking() ThinkingPolicy {
@@ -197,19 +188,18 @@ func WithReasoningBudget(d time.Duration, tokens int) AskOption {
 // deployment's choice for them.
 func (c *Conversation) thinkingFor(sp *spec, face Roster) (on bool, b Budget) {
 	policy := c.e.Thinking()
-	kind, feature := policy.Typed, FeatureTypedThinking
+	kind := policy.Typed
 	if sp.spoken {
-		kind, feature = policy.Spoken, FeatureVoiceThinking
+		kind = policy.Spoken
 	}
 	mode := kind.Mode
 	for _, m := range face.Members() {
-		if m.Identity != sp.from {
-			continue
+		asked := ThinkingMode(m.Features.TypedThinking)
+		if sp.spoken {
+			asked = ThinkingMode(m.Features.VoiceThinking)
 		}
-		for _, f := range m.Features {
-			if v, ok := strings.CutPrefix(f, feature); ok && ThinkingMode(v).Valid() {
-				mode = ThinkingMode(v)
-			}
+		if m.Identity == sp.from && asked.Valid() {
+			mode = asked
 		}
 	}
 	switch sp.thinking {

@@ -368,7 +368,7 @@ func TestThinkingPerTurn(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRigWith(t, thinks, c.policy)
 			member := streamingFull
-			member.Features = append(slices.Clone(member.Features), c.features...)
+			member.Features = wire.ParseFeatures(append(member.Features.List(), c.features...))
 			face := newFace(member)
 			opts := c.opts
 			if c.spoken {

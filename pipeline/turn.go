@@ -56,8 +56,9 @@ type Heard struct {
 // read as a stream of sentences. The conversation's goroutine starts it;
 // anyone may hold it.
 type Turn struct {
-	// ID is the assistant message id; UserID the message it answers.
-	ID, UserID string
+	// answerID is the assistant message id; userMessageID the message it
+	// answers (AnswerID, UserMessageID).
+	answerID, userMessageID string
 	// From is the identity that asked.
 	From string
 
@@ -102,7 +103,7 @@ type Turn struct {
 }
 
 func newTurn(parent context.Context, face Face, sp spec, prev *Turn) *Turn {
-	t := &Turn{ID: wire.NewID("am"), UserID: sp.user.ID, From: sp.from, face: face, spec: sp, prev: prev,
+	t := &Turn{answerID: wire.NewID("am"), userMessageID: sp.user.ID, From: sp.from, face: face, spec: sp, prev: prev,
 		done: make(chan struct{}), grew: make(chan struct{}), hushed: make(chan struct{})}
 	t.timing.Asked = sp.received
 	if t.timing.Asked.IsZero() {
@@ -118,12 +119,12 @@ func (t *Turn) Preemptive() bool { return t.hold != nil }
 
 // UserMessageID is the id of the user message the turn answers: speech
 // names the answer's transcript segment after it.
-func (t *Turn) UserMessageID() string { return t.UserID }
+func (t *Turn) UserMessageID() string { return t.userMessageID }
 
 // AnswerID is the id of the assistant message the turn writes: speech
 // names it on the answer's transcript, since a segment named after the
 // user message is shared by every answer to that message (regenerations).
-func (t *Turn) AnswerID() string { return t.ID }
+func (t *Turn) AnswerID() string { return t.answerID }
 
 // Done is closed when the turn is over: the model stopped, the answer
 // and its status are sent and saved.

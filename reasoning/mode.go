@@ -24,15 +24,14 @@ const (
 	ModeFull Mode = "full"
 )
 
-// ModeFromFeatures reads what a client can display from its
-// Configuration's features: reasoning_steps (or the specification's
-// reasoning_step_display) for full, reasoning_summary for summary, neither
-// for off. It is a capability, not the user's wish (see Preference).
-func ModeFromFeatures(features []string) Mode {
+// ModeFromFeatures reads what a client can display from its features:
+// reasoning steps for full, reasoning_summary for summary, neither for
+// off. It is a capability, not the user's wish (see Preference).
+func ModeFromFeatures(f wire.Features) Mode {
 	switch {
-	case slices.Contains(features, wire.FeatureReasoningSteps), slices.Contains(features, wire.FeatureReasoningDisplay):
+	case f.ReasoningSteps:
 		return ModeFull
-	case slices.Contains(features, wire.FeatureReasoningSummary):
+	case f.ReasoningSummary:
 		return ModeSummary
 	}
 	return ModeOff
@@ -56,23 +55,16 @@ func (m Mode) Features(partial bool) []string {
 	return out
 }
 
-// PreferencePrefix starts the feature that states the user's preference
-// ("reasoning_preference:summary"): sent by a client it sets the stored
-// preference, stated by the server it reports it.
-const PreferencePrefix = "reasoning_preference:"
-
 // PreferenceFeature is the feature stating m as the user's preference.
-func PreferenceFeature(m Mode) string { return PreferencePrefix + string(m) }
+func PreferenceFeature(m Mode) string {
+	return wire.FeatureChoice(wire.FeatureReasoningPreference, string(m))
+}
 
 // PreferenceFromFeatures finds an explicit "set my preference" among a
 // client's features; ok is false when there is none (or it is invalid).
-func PreferenceFromFeatures(features []string) (m Mode, ok bool) {
-	for _, f := range features {
-		if v, found := strings.CutPrefix(f, PreferencePrefix); found && Mode(v).Valid() {
-			m, ok = Mode(v), true
-		}
-	}
-	return m, ok
+func PreferenceFromFeatures(f wire.Features) (m Mode, ok bool) {
+	m = Mode(f.ReasoningPreference)
+	return m, m.Valid()
 }
 
 // Cap limits m to what a client can display: the lesser of the two.

@@ -103,7 +103,7 @@ func TestClientThatNeverConfiguresIsServedWithAssumedFeatures(t *testing.T) {
 			}
 			asked = i
 		case *wire.Configuration:
-			if slices.Contains(b.Features, FeatureAssumedConfiguration) && assumed < 0 {
+			if slices.Contains(b.Features, wire.FeatureAssumedConfiguration) && assumed < 0 {
 				assumed, reply = i, b
 			}
 		case *wire.StartAnswer:
@@ -115,7 +115,7 @@ func TestClientThatNeverConfiguresIsServedWithAssumedFeatures(t *testing.T) {
 	if asked < 0 || assumed < asked || answered < assumed {
 		t.Fatalf("want greeting, 202, assumed Configuration, answer in that order; got %s", describe(got))
 	}
-	for _, f := range []string{FeatureAssumedPrefix + wire.FeatureStreaming, FeatureAssumedPrefix + wire.FeatureReasoningSteps,
+	for _, f := range []string{wire.FeatureChoice(wire.FeatureAssumed, wire.FeatureStreaming), wire.FeatureChoice(wire.FeatureAssumed, wire.FeatureReasoningSteps),
 		// The stored preference (summary), within what was assumed
 		// (reasoning steps).
 		wire.FeatureReasoningSummary, reasoning.PreferenceFeature(reasoning.ModeSummary)} {
@@ -147,7 +147,7 @@ func TestClientThatNeverConfiguresIsServedWithAssumedFeatures(t *testing.T) {
 	got = c.wait("the reply to the late Configuration", func(g []*wire.Envelope) bool {
 		return slices.ContainsFunc(g, func(e *wire.Envelope) bool {
 			b, ok := e.Body.(*wire.Configuration)
-			return ok && -e.StanzaID > last && !slices.Contains(b.Features, FeatureAssumedConfiguration)
+			return ok && -e.StanzaID > last && !slices.Contains(b.Features, wire.FeatureAssumedConfiguration)
 		})
 	})
 	before := len(got)
@@ -158,7 +158,7 @@ func TestClientThatNeverConfiguresIsServedWithAssumedFeatures(t *testing.T) {
 		case *wire.ReasoningStep:
 			t.Fatalf("a step for a client that said it has no reasoning panel: %+v", b)
 		case *wire.Configuration:
-			if slices.Contains(b.Features, FeatureAssumedConfiguration) {
+			if slices.Contains(b.Features, wire.FeatureAssumedConfiguration) {
 				t.Fatalf("still marked assumed after its Configuration: %v", b.Features)
 			}
 		case *wire.ErrorMessage:
@@ -210,10 +210,10 @@ func TestGraceEndsWhenTheUserLeaves(t *testing.T) {
 	greetings := 0
 	for _, e := range envs {
 		if c, ok := e.Body.(*wire.Configuration); ok {
-			if slices.Contains(c.Features, FeatureAssumedConfiguration) {
+			if slices.Contains(c.Features, wire.FeatureAssumedConfiguration) {
 				t.Fatalf("served with assumed features after leaving: %v; sent %s", c.Features, describe(envs))
 			}
-			if slices.Contains(c.Features, FeatureAwaitingConfiguration) {
+			if slices.Contains(c.Features, wire.FeatureAwaitingConfiguration) {
 				greetings++
 			}
 		}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/livekit/protocol/livekit"
+
+	"github.com/alicia-voice/alicia/wire"
 )
 
 // Config says where LiveKit is and how the bot presents itself. Every
@@ -42,8 +44,8 @@ type Config struct {
 	// AssumeAfter is how long a client that sent a message but never a
 	// Configuration is asked for one before it is served as a client with
 	// AssumedFeatures.
-	AssumeAfter     time.Duration // ALICIA_ASSUME_CONFIGURATION_AFTER
-	AssumedFeatures []string      // ALICIA_ASSUMED_FEATURES
+	AssumeAfter     time.Duration  // ALICIA_ASSUME_CONFIGURATION_AFTER
+	AssumedFeatures *wire.Features // ALICIA_ASSUMED_FEATURES; nil: defaultAssumedFeatures
 	// LeaseTTL: with Postgres, each process renews a lease this long,
 	// several times per period; when one lapses, another process has its
 	// rooms dispatched again at once. Longer tolerates slower database
@@ -64,28 +66,39 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.LiveKitURL, "livekit-url", "", "LiveKit server URL; empty starts a local livekit-server")
 	fs.StringVar(&c.APIKey, "livekit-api-key", "", "LiveKit API key (required with -livekit-url)")
 	fs.StringVar(&c.APISecret, "livekit-api-secret", "", "LiveKit API secret (required with -livekit-url)")
-	fs.StringVar(&c.AgentName, "agent-name", "alicia", "agent name LiveKit dispatches; processes sharing it share the rooms")
-	fs.StringVar(&c.HTTPAddr, "http-addr", "127.0.0.1:8080", "address of the HTTP API")
+	fs.StringVar(&c.AgentName, "agent-name", defaultAgentName, "agent name LiveKit dispatches; processes sharing it share the rooms")
+	fs.StringVar(&c.HTTPAddr, "http-addr", DefaultHTTPAddr, "address of the HTTP API")
 	fs.StringVar(&c.TokenSecret, "token-secret", "", "shared secret for POST /v1/token; default: the API secret")
-	fs.IntVar(&c.MaxSessions, "max-sessions", 500, "conversations this process takes before it reports itself full")
-	fs.Float64Var(&c.TargetLoad, "livekit-target-load", 0.7, "the livekit-server's agents.target_load: the load at which LiveKit stops dispatching")
-	fs.DurationVar(&c.EmptyTimeout, "empty-timeout", 30*time.Second, "how long the bot stays in a room nobody is in")
+	fs.IntVar(&c.MaxSessions, "max-sessions", defaultMaxSessions, "conversations this process takes before it reports itself full")
+	fs.Float64Var(&c.TargetLoad, "livekit-target-load", defaultTargetLoad, "the livekit-server's agents.target_load: the load at which LiveKit stops dispatching")
+	fs.DurationVar(&c.EmptyTimeout, "empty-timeout", defaultEmptyTimeout, "how long the bot stays in a room nobody is in")
 	fs.IntVar(&c.TokenFailureBurst, "token-failure-burst", defaultFailureBurst, "wrong token secrets one client address may send before it is throttled")
 	fs.DurationVar(&c.TokenFailureEvery, "token-failure-every", defaultFailureEvery, "a throttled address gets one more try this often")
 	fs.BoolVar(&c.TrustForwardedFor, "trust-forwarded-for", false, "the HTTP API is behind a proxy that appends the client address to X-Forwarded-For")
 	fs.DurationVar(&c.AssumeAfter, "assume-configuration-after", defaultAssumeAfter, "how long a client that talks without a Configuration is asked for one before it is served with -assumed-features")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", defaultLeaseTTL, "with Postgres: how long this process's lease lasts unrenewed before another process takes its rooms over")
 	fs.BoolVar(&c.DispatchOnly, "dispatch-only", false, "every bot joins through LiveKit's dispatch, even for a new conversation this process opened for a token (which it otherwise joins at once)")
-	fs.Func("assumed-features", "features assumed for a client that never sent a Configuration, comma-separated (default "+strings.Join(defaultAssumedFeatures, ",")+"; 'none' for none)", func(v string) error {
-		c.AssumedFeatures = splitFeatures(v)
+	fs.Func("assumed-features", "features assumed for a client that never sent a Configuration, comma-separated (default "+strings.Join(defaultAssumedFeatures.List(), ",")+"; 'none' for none)", func(v string) error {
+		f := wire.ParseFeatureList(v)
 		if strings.TrimSpace(v) == "none" {
-			c.AssumedFeatures = []string{}
+			f = wire.Features{}
 		}
+		c.AssumedFeatures = &f
 		return nil
 	})
 }
 
+// DefaultHTTPAddr is where the HTTP API listens, and where the commands
+// that talk to a serve look for it, unless told otherwise.
+const DefaultHTTPAddr = "127.0.0.1:8080"
+
+// The defaults of the settings, for the flags and for a Config built in
+// code with fields left zero (withDefaults).
 const (
+	defaultAgentName    = "alicia"
+	defaultMaxSessions  = 500
+	defaultTargetLoad   = 0.7 // livekit-server's own default target_load
+	defaultEmptyTimeout = 30 * time.Second
 	defaultFailureBurst = 10
 	defaultFailureEvery = time.Second
 	// defaultAssumeAfter: the grace runs from the client's first kept
@@ -120,7 +133,7 @@ func (c Config) roomAgents() []*livekit.RoomAgentDispatch {
 // streamed answers and a panel for reasoning steps, so that a client that
 // spoke the protocol well enough to send a Configuration sees the answer
 // the way it asked for it in most cases.
-var defaultAssumedFeatures = []string{"streaming", "reasoning_steps"}
+var defaultAssumedFeatures = wire.Features{Streaming: true, ReasoningSteps: true}
 
 // wellKnown are secrets published in LiveKit's and Alicia's documentation
 // and examples: a deployment using one is open to anyone.
@@ -161,16 +174,16 @@ func (c *Config) Validate() error {
 
 func (c *Config) withDefaults() {
 	if c.MaxSessions <= 0 {
-		c.MaxSessions = 500
+		c.MaxSessions = defaultMaxSessions
 	}
 	if c.TargetLoad <= 0 || c.TargetLoad > 1 {
-		c.TargetLoad = 0.7
+		c.TargetLoad = defaultTargetLoad
 	}
 	if c.EmptyTimeout <= 0 {
-		c.EmptyTimeout = 30 * time.Second
+		c.EmptyTimeout = defaultEmptyTimeout
 	}
 	if c.AgentName == "" {
-		c.AgentName = "alicia"
+		c.AgentName = defaultAgentName
 	}
 	if c.TokenFailureBurst <= 0 {
 		c.TokenFailureBurst = defaultFailureBurst
@@ -180,9 +193,6 @@ func (c *Config) withDefaults() {
 	}
 	if c.AssumeAfter <= 0 {
 		c.AssumeAfter = defaultAssumeAfter
-	}
-	if c.AssumedFeatures == nil {
-		c.AssumedFeatures = defaultAssumedFeatures
 	}
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = defaultLeaseTTL

@@ -1,7 +1,6 @@
 package room
 
 import (
-	"slices"
 	"time"
 
 	"github.com/alicia-voice/alicia/pipeline"
@@ -82,14 +81,14 @@ func (s *Session) assume(identity string) {
 		s.ownerMu.Unlock()
 		return
 	}
-	features := slices.Clone(s.assumedFeatures)
+	features := s.assumedFeatures
 	s.claim(identity)
 	s.features[identity] = features
 	s.known[identity] = true
 	s.assumed[identity] = true
 	s.ownerMu.Unlock()
 	s.log.Info("no Configuration from the client after the greeting and the 202; serving it with the assumed features",
-		"identity", identity, "features", features, "after", s.assumeAfter)
+		"identity", identity, "features", features.List(), "after", s.assumeAfter)
 	reply := s.assumedConfiguration(identity, s.conv.Configure(s.ctx, identity, features))
 	s.post(func() {
 		s.sync(identity)

@@ -11,16 +11,17 @@ import (
 // configure answers a client's Configuration: reasoning preferences,
 // resume, then the server's own Configuration.
 func (s *Session) configure(from string, stanza int32, c *wire.Configuration) {
+	features := wire.ParseFeatures(c.Features)
 	s.ownerMu.Lock()
 	s.claim(from)
-	s.features[from] = withoutPreference(c.Features)
+	s.features[from] = withoutPreference(features)
 	s.tools[from] = slices.Clone(c.Tools)
 	s.known[from] = true
 	s.announced(from)
 	s.ownerMu.Unlock()
 	// What reasoning the user sees is the engine's to decide, from the
 	// client's features.
-	effective := s.conv.Configure(s.ctx, from, c.Features)
+	effective := s.conv.Configure(s.ctx, from, features)
 	reply := s.configuration(from, effective)
 	s.post(func() {
 		if c.LastSequenceSeen > 0 && !s.replay(from, c.LastSequenceSeen) {
@@ -115,9 +116,9 @@ func (s *Session) configuration(identity string, reasoningFeatures []string) *wi
 // feature assumed, for a client to see what it was taken for.
 func (s *Session) assumedConfiguration(identity string, reasoningFeatures []string) *wire.Configuration {
 	c := s.configuration(identity, reasoningFeatures)
-	c.Features = append(c.Features, FeatureAssumedConfiguration)
-	for _, f := range s.assumedFeatures {
-		c.Features = append(c.Features, FeatureAssumedPrefix+f)
+	c.Features = append(c.Features, wire.FeatureAssumedConfiguration)
+	for _, f := range s.assumedFeatures.List() {
+		c.Features = append(c.Features, wire.FeatureChoice(wire.FeatureAssumed, f))
 	}
 	return c
 }
@@ -251,7 +252,7 @@ func (s *Session) greeting(identity string) *wire.Configuration {
 	if known {
 		return s.configuration(identity, s.conv.Configure(s.ctx, identity, features))
 	}
-	return s.configuration(identity, append(s.conv.Greeting(s.ctx, identity), FeatureAwaitingConfiguration))
+	return s.configuration(identity, append(s.conv.Greeting(s.ctx, identity), wire.FeatureAwaitingConfiguration))
 }
 
 // replay re-sends the envelopes after stanza −after that were

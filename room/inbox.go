@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/alicia-voice/alicia/pipeline"
-	"github.com/alicia-voice/alicia/reasoning"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
 )
@@ -203,8 +201,9 @@ func (s *Session) claim(identity string) {
 // withoutPreference drops reasoning_preference:<mode> from features: it
 // is applied once, when the client says it, and not again with every
 // later Configure of the same features.
-func withoutPreference(features []string) []string {
-	return slices.DeleteFunc(slices.Clone(features), func(f string) bool { return strings.HasPrefix(f, reasoning.PreferencePrefix) })
+func withoutPreference(features wire.Features) wire.Features {
+	features.ReasoningPreference = ""
+	return features
 }
 
 // applyAttributes reads a participant's Alicia attributes: its features,
@@ -220,7 +219,7 @@ func (s *Session) applyAttributes(identity string, attrs map[string]string, chan
 	s.ownerMu.Lock()
 	features := s.features[identity]
 	if hasFeatures {
-		features = splitFeatures(list)
+		features = withoutPreference(wire.ParseFeatureList(list))
 		s.features[identity] = features
 		s.known[identity] = true
 		s.announced(identity)
@@ -230,7 +229,7 @@ func (s *Session) applyAttributes(identity string, attrs map[string]string, chan
 	s.ownerMu.Unlock()
 	given := features
 	if hasPref {
-		given = append(slices.Clone(features), reasoning.PreferencePrefix+strings.TrimSpace(pref))
+		given.ReasoningPreference = strings.TrimSpace(pref)
 	}
 	effective := s.conv.Configure(s.ctx, identity, given)
 	if !known || !changed {
@@ -245,17 +244,6 @@ func (s *Session) applyAttributes(identity string, attrs map[string]string, chan
 		}
 	})
 	s.release(identity)
-}
-
-// splitFeatures reads AttrFeatures: comma-separated, spaces ignored.
-func splitFeatures(list string) []string {
-	var out []string
-	for f := range strings.SplitSeq(list, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return withoutPreference(out)
 }
 
 // duplicate reports a client stanza handled before with the same bytes. A
@@ -314,7 +302,7 @@ func bodyID(env *wire.Envelope) string {
 // ownerMu.
 func (s *Session) stockClient(identity string) {
 	if !s.known[identity] {
-		s.features[identity] = []string{wire.FeatureAudioOutput}
+		s.features[identity] = wire.Features{AudioOutput: true}
 		s.known[identity] = true
 		s.claim(identity)
 	}

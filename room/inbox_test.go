@@ -16,7 +16,7 @@ type slowConfigure struct {
 	entered, release chan struct{}
 }
 
-func (c *slowConfigure) Configure(ctx context.Context, identity string, features []string) []string {
+func (c *slowConfigure) Configure(ctx context.Context, identity string, features wire.Features) []string {
 	close(c.entered)
 	<-c.release
 	return c.Conversation.Configure(ctx, identity, features)

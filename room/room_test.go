@@ -42,8 +42,8 @@ func (*echo) Features() []string { return []string{wire.FeatureStreaming} }
 
 // Configure answers as the engine does: the reasoning features the
 // client asked for are in effect.
-func (*echo) Configure(_ context.Context, _ string, features []string) []string {
-	return reasoning.ModeFromFeatures(features).Features(slices.Contains(features, wire.FeaturePartialReasoning))
+func (*echo) Configure(_ context.Context, _ string, features wire.Features) []string {
+	return reasoning.ModeFromFeatures(features).Features(features.PartialReasoning)
 }
 func (*echo) Greeting(context.Context, string) []string { return nil }
 func (*echo) Recover(pipeline.Face)                     {}

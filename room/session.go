@@ -30,7 +30,7 @@ type Conversation interface {
 	// Configure takes a client's features and returns the reasoning
 	// features in effect for it; Greeting those of a client not yet
 	// configured.
-	Configure(ctx context.Context, identity string, features []string) []string
+	Configure(ctx context.Context, identity string, features wire.Features) []string
 	Greeting(ctx context.Context, identity string) []string
 	// Features are the server's own features stated in its Configuration.
 	Features() []string
@@ -124,7 +124,7 @@ type Session struct {
 	// features and tools each client announced, in its Configuration or
 	// its participant attributes (the later of the two), without the
 	// preference it may have stated.
-	features map[string][]string
+	features map[string]wire.Features
 	tools    map[string][]wire.ClientTool
 	// known: the users whose clients said what they can display, on their
 	// current connection.
@@ -141,7 +141,7 @@ type Session struct {
 	// without sending a Configuration for assumeAfter is served as one
 	// that announced assumedFeatures (see assume).
 	assumeAfter     time.Duration
-	assumedFeatures []string
+	assumedFeatures wire.Features
 	// asking: the users whose grace is running, with the number of the
 	// timer that ends it (an older timer's end is ignored). Owned by the
 	// run goroutine.
@@ -163,21 +163,6 @@ const (
 	// AttrReasoningPreference sets the user's show-reasoning preference
 	// (off, summary or full), like the reasoning_preference:<mode> feature.
 	AttrReasoningPreference = "alicia.reasoning_preference"
-)
-
-// FeatureAwaitingConfiguration marks a greeting to a client whose
-// capabilities the bot does not know: it must send a Configuration (or set
-// AttrFeatures) before its messages are answered.
-const FeatureAwaitingConfiguration = "awaiting_configuration"
-
-// FeatureAssumedConfiguration marks a server Configuration to a client
-// that never sent one and was then served with the deployment's assumed
-// features, each of which the Configuration also lists as
-// FeatureAssumedPrefix+feature. A Configuration from the client replaces
-// them.
-const (
-	FeatureAssumedConfiguration = "assumed_configuration"
-	FeatureAssumedPrefix        = "assumed:"
 )
 
 // heldMax bounds what one unconfigured user can make the bot keep.
@@ -228,21 +213,21 @@ type SessionConfig struct {
 	Logger  *slog.Logger
 	// AssumeAfter and AssumedFeatures: see Config.
 	AssumeAfter     time.Duration
-	AssumedFeatures []string
+	AssumedFeatures *wire.Features
 }
 
 func newSession(parent context.Context, c SessionConfig, out publisher) *Session {
 	s := &Session{ID: c.ID, log: c.Logger.With("conversation", c.ID), store: c.Store,
 		metrics: c.Metrics, out: out, inbox: queue.New[rawPacket](),
 		ops: queue.New[func()](), quit: make(chan struct{}), writerDone: make(chan struct{}),
-		seen: map[string]map[int32]uint64{}, members: map[string]string{}, present: map[string]bool{}, features: map[string][]string{}, tools: map[string][]wire.ClientTool{},
+		seen: map[string]map[int32]uint64{}, members: map[string]string{}, present: map[string]bool{}, features: map[string]wire.Features{}, tools: map[string][]wire.ClientTool{},
 		known: map[string]bool{}, held: map[string][]pipeline.Inbound{}, asked: map[string]bool{},
-		assumeAfter: c.AssumeAfter, assumedFeatures: withoutPreference(c.AssumedFeatures), asking: map[string]uint64{}, assumed: map[string]bool{}}
+		assumeAfter: c.AssumeAfter, assumedFeatures: defaultAssumedFeatures, asking: map[string]uint64{}, assumed: map[string]bool{}}
 	if s.assumeAfter <= 0 {
 		s.assumeAfter = defaultAssumeAfter
 	}
-	if c.AssumedFeatures == nil {
-		s.assumedFeatures = defaultAssumedFeatures
+	if c.AssumedFeatures != nil {
+		s.assumedFeatures = withoutPreference(*c.AssumedFeatures)
 	}
 	s.speech = &speech{s: s, answers: map[string]*textStream{}}
 	s.ctx, s.stop = context.WithCancel(parent)

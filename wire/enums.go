@@ -119,18 +119,3 @@ const (
 	ToolErrExecution         = "execution_error"
 	ToolErrTimeout           = "timeout"
 )
-
-// Feature strings announced in Configuration.features.
-const (
-	FeatureStreaming          = "streaming"
-	FeaturePartialResponses   = "partial_responses"
-	FeatureAudioOutput        = "audio_output"
-	FeatureReasoningSteps     = "reasoning_steps"
-	FeatureToolUse            = "tool_use"
-	FeatureReasoningDisplay   = "reasoning_step_display"
-	FeaturePartialTranscripts = "partial_transcripts"
-	// Alicia's own: reasoning reduced to one sentence per step, and steps
-	// re-sent with partial:true while they grow.
-	FeatureReasoningSummary = "reasoning_summary"
-	FeaturePartialReasoning = "partial_reasoning"
-)

@@ -28,7 +28,7 @@ import (
 func runChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("chat", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	api := fs.String("api", envOr("ALICIA_API", "http://127.0.0.1:8080"), "Alicia's HTTP API")
+	api := fs.String("api", envOr("ALICIA_API", "http://"+room.DefaultHTTPAddr), "Alicia's HTTP API")
 	secret := fs.String("secret", envOr("ALICIA_TOKEN_SECRET", os.Getenv("ALICIA_LIVEKIT_API_SECRET")), "bearer secret of POST /v1/token")
 	roomName := fs.String("room", "", "conversation to join (default: a new one)")
 	identity := fs.String("identity", "you", "your identity")
@@ -103,13 +103,7 @@ func runChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		}
 		return r.LocalParticipant.PublishDataPacket(lksdk.UserData(b), lksdk.WithDataPublishReliable(true), lksdk.WithDataPublishTopic(room.Topic))
 	}
-	features := []string{wire.FeatureStreaming}
-	switch *show {
-	case "full":
-		features = append(features, wire.FeatureReasoningSteps)
-	case "summary":
-		features = append(features, wire.FeatureReasoningSummary)
-	}
+	features := wire.Features{Streaming: true, ReasoningSteps: *show == "full", ReasoningSummary: *show == "summary"}
 	select {
 	case <-greeted:
 	case <-time.After(10 * time.Second):
@@ -117,7 +111,7 @@ func runChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	case <-ctx.Done():
 		return nil
 	}
-	if err := send(&wire.Configuration{ConversationID: tok.Room, Features: features}); err != nil {
+	if err := send(&wire.Configuration{ConversationID: tok.Room, Features: features.List()}); err != nil {
 		return err
 	}
 	print("Joined %s. Type a message; /stop, /regenerate and /quit work too.\n> ", tok.Room)

@@ -89,7 +89,7 @@ func poolsOf(vs ...any) []*failover.Pool {
 func runHealth(ctx context.Context, args []string, _ io.Reader, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("health", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	addr := fs.String("http-addr", envOr("ALICIA_HTTP_ADDR", "127.0.0.1:8080"), "address of the HTTP API of the serve to check (ALICIA_HTTP_ADDR)")
+	addr := fs.String("http-addr", envOr("ALICIA_HTTP_ADDR", room.DefaultHTTPAddr), "address of the HTTP API of the serve to check (ALICIA_HTTP_ADDR)")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the answer")
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -24,7 +24,7 @@ type face struct{}
 
 func (face) Send(wire.Body, ...string) {}
 func (face) Members() []pipeline.Member {
-	return []pipeline.Member{{Identity: "alice", Features: []string{wire.FeatureStreaming}}}
+	return []pipeline.Member{{Identity: "alice", Features: wire.Features{Streaming: true}}}
 }
 
 // reports passes each report on to the telemetry, then to the test.

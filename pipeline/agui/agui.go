@@ -297,7 +297,7 @@ var (
 )
 
 func (f *aguiFace) Members() []pipeline.Member {
-	return []pipeline.Member{{Identity: f.identity, Features: []string{wire.FeatureStreaming}, Tools: f.tools}}
+	return []pipeline.Member{{Identity: f.identity, Features: wire.Features{Streaming: true}, Tools: f.tools}}
 }
 
 func (f *aguiFace) Steps() reasoning.Listener {

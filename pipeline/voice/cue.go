@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/speech"
-	"github.com/alicia-voice/alicia/wire"
 )
 
 // CueMode is what the agent plays while the model thinks and no answer
@@ -210,22 +208,15 @@ func (m *CueMode) UnmarshalText(b []byte) error {
 	return fmt.Errorf("thinking cue %q: sound, phrase or off", b)
 }
 
-// FeatureThinkingCue is the feature with which a client asks for a
-// thinking cue of its own (thinking_cue:sound, phrase or off), in its
-// Configuration or its alicia.features attribute.
-const FeatureThinkingCue = "thinking_cue:"
-
-// askedCue is the cue the clients asked for ("" for none); with several,
-// the quietest wins (off, then phrase), so that nobody hears what they
-// turned off.
+// askedCue is the cue the clients asked for with wire.FeatureThinkingCue
+// ("" for none); with several, the quietest wins (off, then phrase), so
+// that nobody hears what they turned off.
 func askedCue(members []pipeline.Member) CueMode {
 	rank := func(m CueMode) int { return slices.Index([]CueMode{"", CueSound, CuePhrase, CueOff}, m) }
 	var best CueMode
 	for _, m := range members {
-		for _, f := range m.Features {
-			if mode, ok := strings.CutPrefix(f, FeatureThinkingCue); ok && rank(CueMode(mode)) > rank(best) {
-				best = CueMode(mode)
-			}
+		if mode := CueMode(m.Features.ThinkingCue); rank(mode) > rank(best) {
+			best = mode
 		}
 	}
 	return best
@@ -234,5 +225,5 @@ func askedCue(members []pipeline.Member) CueMode {
 // wantsAudio: a client announced audio_output; without one nothing is
 // synthesised.
 func wantsAudio(members []pipeline.Member) bool {
-	return slices.ContainsFunc(members, func(m pipeline.Member) bool { return slices.Contains(m.Features, wire.FeatureAudioOutput) })
+	return slices.ContainsFunc(members, func(m pipeline.Member) bool { return m.Features.AudioOutput })
 }

@@ -10,7 +10,9 @@ import (
 // With several clients the quietest cue asked for wins; an unknown one
 // is not a choice.
 func TestAskedCue(t *testing.T) {
-	member := func(features ...string) pipeline.Member { return pipeline.Member{Features: features} }
+	member := func(features ...string) pipeline.Member {
+		return pipeline.Member{Features: wire.ParseFeatures(features)}
+	}
 	for _, tc := range []struct {
 		members []pipeline.Member
 		want    CueMode

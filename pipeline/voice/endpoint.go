@@ -59,9 +59,9 @@ func (c EndpointConfig) withDefaults() EndpointConfig {
 	if c.Aggressiveness == 0 {
 		c.Aggressiveness = 2
 	}
-	def(&c.MinSpeech, 120*time.Millisecond)
-	def(&c.Silence, 500*time.Millisecond)
-	def(&c.UnfinishedSilence, 1500*time.Millisecond)
+	def(&c.MinSpeech, defaultMinSpeech)
+	def(&c.Silence, defaultSilence)
+	def(&c.UnfinishedSilence, defaultUnfinishedSilence)
 	def(&c.MaxSilence, 3*time.Second)
 	def(&c.PreRoll, 300*time.Millisecond)
 	if c.UnfinishedSilence > c.MaxSilence {
@@ -71,7 +71,7 @@ func (c EndpointConfig) withDefaults() EndpointConfig {
 		c.NoiseMarginDB = 6
 	}
 	if c.AdaptiveMax > 0 {
-		def(&c.AdaptiveMin, 250*time.Millisecond)
+		def(&c.AdaptiveMin, defaultAdaptiveMin)
 		c.AdaptiveMin = min(c.AdaptiveMin, c.AdaptiveMax)
 	}
 	return c

@@ -103,7 +103,7 @@ func (f finalFace) Send(b wire.Body, _ ...string) {
 }
 
 func (finalFace) Members() []pipeline.Member {
-	return []pipeline.Member{{Identity: "alice", Features: []string{wire.FeatureStreaming}}}
+	return []pipeline.Member{{Identity: "alice", Features: wire.Features{Streaming: true}}}
 }
 
 // A spoken answer whose first sentences turn out to be reasoning (a bare

@@ -36,7 +36,7 @@ type Config struct {
 	// Observer hears interruptions, for metrics.
 	Observer Observer
 	// Cue is what plays while the model thinks (default sound); a client
-	// may ask for another (FeatureThinkingCue). CueAfter is when it starts,
+	// may ask for another (wire.FeatureThinkingCue). CueAfter is when it starts,
 	// from the end of the user's speech (from the turn's start for a typed
 	// one) if no answer is audible by then. Default 1 s: the endpointing
 	// delay is inside it.
@@ -65,32 +65,32 @@ type Config struct {
 // Flags registers the turn-taking settings on fs; the providers are set
 // apart (ProviderConfig).
 func (c *Config) Flags(fs *flag.FlagSet) {
-	fs.DurationVar(&c.MinInterruption, "voice-min-interruption", 500*time.Millisecond, "how long speech over the agent must last, without a recognised word, to stop it (its audio pauses at the speech's onset)")
-	fs.DurationVar(&c.FalseInterruption, "voice-false-interruption", 2*time.Second, "how long after speech over the agent ends its paused audio waits for a word before it resumes")
-	fs.DurationVar(&c.EchoWarmup, "voice-echo-warmup", 3*time.Second, "at the start of the agent's first speech, how long only words interrupt it (a client's echo canceller settling); negative: off")
-	fs.DurationVar(&c.Endpoint.MinSpeech, "voice-min-speech", 120*time.Millisecond, "how long voice must last to count as speech (and pause the agent)")
-	fs.DurationVar(&c.Endpoint.Silence, "voice-endpoint-silence", 500*time.Millisecond, "the silence that ends an utterance")
+	fs.DurationVar(&c.MinInterruption, "voice-min-interruption", defaultMinInterruption, "how long speech over the agent must last, without a recognised word, to stop it (its audio pauses at the speech's onset)")
+	fs.DurationVar(&c.FalseInterruption, "voice-false-interruption", defaultFalseInterruption, "how long after speech over the agent ends its paused audio waits for a word before it resumes")
+	fs.DurationVar(&c.EchoWarmup, "voice-echo-warmup", defaultEchoWarmup, "at the start of the agent's first speech, how long only words interrupt it (a client's echo canceller settling); negative: off")
+	fs.DurationVar(&c.Endpoint.MinSpeech, "voice-min-speech", defaultMinSpeech, "how long voice must last to count as speech (and pause the agent)")
+	fs.DurationVar(&c.Endpoint.Silence, "voice-endpoint-silence", defaultSilence, "the silence that ends an utterance")
 	fs.TextVar(&c.Cue, "voice-thinking-cue", CueSound, "what plays while the model thinks and no answer is audible yet: sound, phrase or off (a client may ask otherwise with the feature thinking_cue:<mode>)")
-	fs.DurationVar(&c.CueAfter, "voice-cue-after", time.Second, "how long after the end of the user's speech the thinking cue starts if no answer is audible")
-	fs.DurationVar(&c.Endpoint.AdaptiveMin, "voice-endpoint-adaptive-min", 250*time.Millisecond, "the shortest silence that ends an utterance once it follows the speaker's pauses (a quick speaker)")
+	fs.DurationVar(&c.CueAfter, "voice-cue-after", defaultCueAfter, "how long after the end of the user's speech the thinking cue starts if no answer is audible")
+	fs.DurationVar(&c.Endpoint.AdaptiveMin, "voice-endpoint-adaptive-min", defaultAdaptiveMin, "the shortest silence that ends an utterance once it follows the speaker's pauses (a quick speaker)")
 	fs.DurationVar(&c.Endpoint.AdaptiveMax, "voice-endpoint-adaptive-max", 2*time.Second, "the longest silence that ends an utterance once it follows the speaker's pauses (a slow speaker); 0: off, every utterance ends after -voice-endpoint-silence")
-	fs.DurationVar(&c.Endpoint.UnfinishedSilence, "voice-endpoint-unfinished-silence", 1500*time.Millisecond, "the silence that ends an utterance whose words look unfinished")
+	fs.DurationVar(&c.Endpoint.UnfinishedSilence, "voice-endpoint-unfinished-silence", defaultUnfinishedSilence, "the silence that ends an utterance whose words look unfinished")
 	fs.BoolVar(&c.Preemptive, "voice-preemptive-generation", true, "start thinking about the answer while the user pauses, before the end of their turn is decided; nothing of it is seen, heard or stored unless the final transcript confirms it")
 	fs.DurationVar(&c.SlowTurn, "voice-slow-turn", 1500*time.Millisecond, "log a spoken turn, with each stage's time, when its answer is first heard later than this after the end of the user's speech (0: off)")
 }
 
 func (c Config) withDefaults() Config {
 	if c.MinInterruption <= 0 {
-		c.MinInterruption = 500 * time.Millisecond
+		c.MinInterruption = defaultMinInterruption
 	}
 	if c.InterimEvery == 0 {
 		c.InterimEvery = time.Second
 	}
 	if c.FalseInterruption <= 0 {
-		c.FalseInterruption = 2 * time.Second
+		c.FalseInterruption = defaultFalseInterruption
 	}
 	if c.EchoWarmup == 0 {
-		c.EchoWarmup = 3 * time.Second
+		c.EchoWarmup = defaultEchoWarmup
 	}
 	if c.Observer == nil {
 		c.Observer = noObserver{}
@@ -99,7 +99,7 @@ func (c Config) withDefaults() Config {
 		c.Cue = CueSound
 	}
 	if c.CueAfter <= 0 {
-		c.CueAfter = time.Second
+		c.CueAfter = defaultCueAfter
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -53,10 +53,10 @@ func (r *fakeRoom) SetState(_ context.Context, s voice.State) {
 func (r *fakeRoom) Members() []pipeline.Member {
 	m := pipeline.Member{Identity: "alice"}
 	if r.wants {
-		m.Features = append(m.Features, wire.FeatureAudioOutput)
+		m.Features.AudioOutput = true
 	}
 	if r.cue != "" {
-		m.Features = append(m.Features, voice.FeatureThinkingCue+string(r.cue))
+		m.Features.ThinkingCue = string(r.cue)
 	}
 	return []pipeline.Member{m}
 }

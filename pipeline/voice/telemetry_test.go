@@ -32,7 +32,7 @@ type streamingFace struct{}
 
 func (streamingFace) Send(wire.Body, ...string) {}
 func (streamingFace) Members() []pipeline.Member {
-	return []pipeline.Member{{Identity: "alice", Features: []string{wire.FeatureStreaming}}}
+	return []pipeline.Member{{Identity: "alice", Features: wire.Features{Streaming: true}}}
 }
 
 // reported passes each turn's report on to the telemetry, then to the
