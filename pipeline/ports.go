@@ -24,6 +24,9 @@ type Member struct {
 	Identity string
 	Features []string
 	Tools    []wire.ClientTool
+	// ReasoningStreams: the client reads reasoning as text streams
+	// (StepStreamer) at its user's preference, whatever Features say.
+	ReasoningStreams bool
 }
 
 // Roster says who is in a conversation now.
@@ -43,6 +46,13 @@ type Face interface {
 // bodies chosen by each member's preference.
 type StepRenderer interface {
 	Steps() reasoning.Listener
+}
+
+// StepStreamer is implemented by a face that can carry each reasoning
+// step as a stream to the members that read them (LiveKit text streams).
+// It must not block, like Outbox.
+type StepStreamer interface {
+	StreamStep(p reasoning.StreamPart)
 }
 
 // Store is the storage the engine uses.

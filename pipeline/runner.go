@@ -163,6 +163,9 @@ func (c *Conversation) run(t *Turn) {
 	} else {
 		deliver = reasoning.NewDeliverer(func() []reasoning.Viewer { return c.viewers(face) },
 			func(d reasoning.Delivery) { face.Send(d.Step, d.To...) })
+		if ss, ok := face.(StepStreamer); ok {
+			deliver.StreamTo(ss.StreamStep)
+		}
 		chain = reasoning.NewChain(c.ID, m.ID, t.ID, deliver, sealed)
 	}
 
@@ -260,6 +263,11 @@ func (c *Conversation) run(t *Turn) {
 func (c *Conversation) viewers(face Roster) []reasoning.Viewer {
 	var out []reasoning.Viewer
 	for _, m := range face.Members() {
+		if m.ReasoningStreams {
+			// A stream reader shows every level: the preference decides.
+			out = append(out, reasoning.Viewer{Identity: m.Identity, Mode: c.e.Preference(context.Background(), m.Identity), Streams: true})
+			continue
+		}
 		mode := c.e.effective(context.Background(), m)
 		out = append(out, reasoning.Viewer{Identity: m.Identity, Mode: mode, Partial: slices.Contains(m.Features, wire.FeaturePartialReasoning)})
 	}

@@ -82,6 +82,7 @@ func (s *Session) run() {
 func (s *Session) handle(p rawPacket) {
 	switch p.event {
 	case eventArrived:
+		s.showStateAgain()
 		if s.join(p.from) {
 			// It handshook before the bot heard of it: its Configuration
 			// is newer than its token's attributes, and it was answered.
@@ -320,6 +321,7 @@ func withoutPreference(features []string) []string {
 // this way is answered what it sent before; one already talking gets the
 // server's Configuration again, stating what is in effect now.
 func (s *Session) applyAttributes(identity string, attrs map[string]string, changed bool) {
+	s.noteReader(identity, attrs)
 	list, hasFeatures := attrs[AttrFeatures]
 	pref, hasPref := attrs[AttrReasoningPreference]
 	if !hasFeatures && !hasPref {

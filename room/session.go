@@ -150,6 +150,9 @@ type Session struct {
 	// assumed: the users whose features were assumed, not announced.
 	// Under ownerMu.
 	assumed map[string]bool
+
+	// reasoning: the readers of reasoning streams and the open streams.
+	reasoning reasoningStreams
 }
 
 // Participant attributes a client sets (with setAttributes, or through
@@ -264,7 +267,7 @@ func (s *Session) Members() []pipeline.Member {
 	ids := slices.Sorted(maps.Keys(s.present))
 	out := make([]pipeline.Member, 0, len(ids))
 	for _, id := range ids {
-		out = append(out, pipeline.Member{Identity: id, Features: s.features[id], Tools: s.tools[id]})
+		out = append(out, pipeline.Member{Identity: id, Features: s.features[id], Tools: s.tools[id], ReasoningStreams: s.readsStreams(id)})
 	}
 	return out
 }
