@@ -16,9 +16,20 @@ import (
 // session view late.
 var showStateAgainAfter = []time.Duration{time.Second, 4 * time.Second}
 
-// showStateAgain schedules those re-publications for a user who arrived.
-// Called on the run goroutine, whose session owns the timer.
-func (s *Session) showStateAgain() {
+// showStateAgain schedules those re-publications for a user who arrived,
+// once per connection: a page reloaded under the same identity replaces
+// its connection without a new arrival, and the SDK tells of it only by
+// what changed, its attributes. Called on the run goroutine, which owns
+// stateShown and whose session owns the timer.
+func (s *Session) showStateAgain(identity string) {
+	conn := s.out.connection(identity)
+	if shown, ok := s.stateShown[identity]; ok && shown == conn {
+		return
+	}
+	if s.stateShown == nil {
+		s.stateShown = map[string]string{}
+	}
+	s.stateShown[identity] = conn
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

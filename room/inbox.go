@@ -82,7 +82,8 @@ func (s *Session) run() {
 func (s *Session) handle(p rawPacket) {
 	switch p.event {
 	case eventArrived:
-		s.showStateAgain()
+		delete(s.stateShown, p.from)
+		s.showStateAgain(p.from)
 		if s.join(p.from) {
 			// It handshook before the bot heard of it: its Configuration
 			// is newer than its token's attributes, and it was answered.
@@ -96,6 +97,7 @@ func (s *Session) handle(p rawPacket) {
 		s.leave(p.from)
 		return
 	case eventAttributes:
+		s.showStateAgain(p.from)
 		s.applyAttributes(p.from, p.attrs, true)
 		return
 	case eventChat:

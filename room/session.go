@@ -153,6 +153,9 @@ type Session struct {
 
 	// reasoning: the readers of reasoning streams and the open streams.
 	reasoning reasoningStreams
+	// stateShown: the connection of each user the agent's state was shown
+	// to again (showStateAgain). Owned by the run goroutine.
+	stateShown map[string]string
 }
 
 // Participant attributes a client sets (with setAttributes, or through
