@@ -84,15 +84,7 @@ type pageAsked struct {
 
 // wantSteps says what is wrong with the steps a page showed at mode.
 func wantSteps(steps []pageStep, mode reasoning.Mode) string {
-	var want []string
-	switch mode {
-	case reasoning.ModeFull:
-		want = starterReasoning
-	case reasoning.ModeSummary:
-		for _, s := range starterReasoning {
-			want = append(want, reasoning.Summarize(s))
-		}
-	}
+	want := starterSteps(mode)
 	if len(steps) != len(want) {
 		return "steps " + mustJSON(steps) + ", want " + mustJSON(want)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -54,10 +53,18 @@ func starterServer(t *testing.T) *testenv.LiveKit {
 		"ALICIA_LLM_URL": base + "/vllm/v1", "ALICIA_LLM_MODEL": "Qwen3-8B", "ALICIA_LLM_BACKEND": "openai"} {
 		t.Setenv(k, v)
 	}
+	serveForTest(t)
+	return lk
+}
+
+// serveForTest runs alicia serve with args until the test ends and
+// returns its standard output; its log is shown when the test failed.
+func serveForTest(t *testing.T, args ...string) *syncBuffer {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var errOut syncBuffer
+	var out, errOut syncBuffer
 	served := make(chan error, 1)
-	go func() { served <- runServe(ctx, nil, nil, io.Discard, &errOut) }()
+	go func() { served <- runServe(ctx, args, nil, &out, &errOut) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-served; err != nil {
@@ -67,7 +74,7 @@ func starterServer(t *testing.T) *testenv.LiveKit {
 			t.Logf("alicia serve log:\n%s", errOut.String())
 		}
 	})
-	return lk
+	return &out
 }
 
 // starterToken mints what a starter's token route mints: a token for the
@@ -88,9 +95,8 @@ type readStream struct {
 	Closed     bool              `json:"closed"`
 }
 
-// checkStreams says what is wrong with the reasoning streams one user
-// read for an answer, at level mode.
-func checkStreams(streams []readStream, mode reasoning.Mode) string {
+// starterSteps is what a client shown starterReasoning at mode reads.
+func starterSteps(mode reasoning.Mode) []string {
 	var want []string
 	switch mode {
 	case reasoning.ModeFull:
@@ -100,6 +106,13 @@ func checkStreams(streams []readStream, mode reasoning.Mode) string {
 			want = append(want, reasoning.Summarize(s))
 		}
 	}
+	return want
+}
+
+// checkStreams says what is wrong with the reasoning streams one user
+// read for an answer, at level mode.
+func checkStreams(streams []readStream, mode reasoning.Mode) string {
+	want := starterSteps(mode)
 	if len(streams) != len(want) {
 		return fmt.Sprintf("%d streams, want %d: %+v", len(streams), len(want), streams)
 	}
