@@ -125,7 +125,7 @@ func live(a pageAsked) (before, grew bool) {
 // level; a user who says nothing is still in the call after 30 s.
 func TestStarterReasoning(t *testing.T) {
 	testenv.Chromium(t)
-	lk := starterServer(t)
+	lk, _ := starterServer(t)
 	site := starterSite(t, lk)
 	answer := starterScenarios[0].Rounds[0].Answer
 	input := func(scenario, roomName string) map[string]any {

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/alicia-voice/alicia/internal/lkserver"
 	"github.com/alicia-voice/alicia/internal/testenv"
@@ -33,8 +35,9 @@ var starterScenarios = []standin.Scenario{{
 // starterServer runs alicia serve as a LiveKit agent beside a
 // livekit-server of the test's, with the stand-in model thinking
 // starterReasoning and the speech stand-ins (a stock client reads the
-// answer as its spoken transcript), and returns that livekit-server.
-func starterServer(t *testing.T) *testenv.LiveKit {
+// answer as its spoken transcript), and returns that livekit-server and
+// the address of serve's HTTP API.
+func starterServer(t *testing.T) (*testenv.LiveKit, string) {
 	t.Helper()
 	lk := testenv.StartLiveKit(t)
 	base, srv, ln, err := standinServer("127.0.0.1:0", starterScenarios, standin.Pacing{TTFTMs: 50, TokenMs: 25}, nil, slog.New(slog.DiscardHandler), nil)
@@ -47,14 +50,15 @@ func starterServer(t *testing.T) *testenv.LiveKit {
 	if err != nil {
 		t.Fatal(err)
 	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	for k, v := range map[string]string{"ALICIA_LIVEKIT_URL": lk.URL, "ALICIA_LIVEKIT_API_KEY": lk.APIKey, "ALICIA_LIVEKIT_API_SECRET": lk.APISecret,
-		"ALICIA_HTTP_ADDR": fmt.Sprintf("127.0.0.1:%d", port), "ALICIA_DATABASE_URL": "", "ALICIA_TOKEN_SECRET": "",
+		"ALICIA_HTTP_ADDR": addr, "ALICIA_DATABASE_URL": "", "ALICIA_TOKEN_SECRET": "",
 		"ALICIA_STT_URL": "", "ALICIA_TTS_URL": "", "ALICIA_VOICE": "on",
 		"ALICIA_LLM_URL": base + "/vllm/v1", "ALICIA_LLM_MODEL": "Qwen3-8B", "ALICIA_LLM_BACKEND": "openai"} {
 		t.Setenv(k, v)
 	}
 	serveForTest(t)
-	return lk
+	return lk, addr
 }
 
 // serveForTest runs alicia serve with args until the test ends and
@@ -86,6 +90,29 @@ func starterToken(t *testing.T, lk *testenv.LiveKit, roomName, identity string, 
 		t.Fatal(err)
 	}
 	return tok
+}
+
+// putPreference sets the preference of the user whose token tok is, as
+// an app's settings screen would.
+func putPreference(t *testing.T, api, tok string, m reasoning.Mode) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPut, "http://"+api+"/v1/preferences", strings.NewReader(`{"reasoning":"`+string(m)+`"}`))
+	req.Header.Set("Authorization", "Bearer "+tok)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		res, err := http.DefaultClient.Do(req)
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return
+			}
+			t.Fatalf("PUT /v1/preferences: %s", res.Status)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PUT /v1/preferences: %v", err)
+		}
+		// serve is still starting
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 type readStream struct {
@@ -135,18 +162,26 @@ func checkStreams(streams []readStream, mode reasoning.Mode) string {
 // Stock clients on @livekit/rtc-node read the reasoning as text streams:
 // each user at its own level, nobody whose preference is off, and no
 // client that did not ask for streams. Attributes come in the tokens, as
-// a token route may put them.
+// a token route may put them; eve set her preference through
+// PUT /v1/preferences instead.
 func TestReasoningStreamsRTCNode(t *testing.T) {
-	lk := starterServer(t)
+	lk, api := starterServer(t)
 	const roomName = "starter_rtc_node"
 	users := []map[string]any{}
-	prefs := map[string]reasoning.Mode{"ana": reasoning.ModeFull, "ben": reasoning.ModeSummary, "cy": reasoning.ModeOff, "dee": reasoning.ModeFull}
-	for _, id := range []string{"ana", "ben", "cy", "dee"} {
-		attrs := map[string]string{room.AttrReasoningPreference: string(prefs[id])}
-		if id != "dee" { // dee's app does not read reasoning streams
-			attrs[room.AttrReasoningStreams] = "1"
+	prefs := map[string]reasoning.Mode{"ana": reasoning.ModeFull, "ben": reasoning.ModeSummary, "cy": reasoning.ModeOff, "dee": reasoning.ModeFull, "eve": reasoning.ModeSummary}
+	for _, id := range []string{"ana", "ben", "cy", "dee", "eve"} {
+		attrs := map[string]string{room.AttrReasoningStreams: "1", room.AttrReasoningPreference: string(prefs[id])}
+		switch id {
+		case "dee": // dee's app does not read reasoning streams
+			delete(attrs, room.AttrReasoningStreams)
+		case "eve":
+			delete(attrs, room.AttrReasoningPreference)
 		}
-		users = append(users, map[string]any{"identity": id, "token": starterToken(t, lk, roomName, id, attrs), "ask": id == "ben"})
+		tok := starterToken(t, lk, roomName, id, attrs)
+		if id == "eve" {
+			putPreference(t, api, tok, prefs[id])
+		}
+		users = append(users, map[string]any{"identity": id, "token": tok, "ask": id == "ben"})
 	}
 	in, _ := json.Marshal(map[string]any{"url": lk.URL, "users": users, "question": starterQuestion})
 	var got map[string]struct {
