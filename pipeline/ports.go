@@ -48,13 +48,6 @@ type StepRenderer interface {
 	Steps() reasoning.Listener
 }
 
-// StepStreamer is implemented by a face that can carry each reasoning
-// step as a stream to the members that read them (LiveKit text streams).
-// It must not block, like Outbox.
-type StepStreamer interface {
-	StreamStep(p reasoning.StreamPart)
-}
-
 // Store is the storage the engine uses.
 type Store interface {
 	reasoning.Preferences

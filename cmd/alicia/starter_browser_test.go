@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +16,9 @@ import (
 	"github.com/livekit/protocol/livekit"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/alicia-voice/alicia/internal/speechtest"
 	"github.com/alicia-voice/alicia/internal/testenv"
+	"github.com/alicia-voice/alicia/pipeline/voice"
 	"github.com/alicia-voice/alicia/reasoning"
 	"github.com/alicia-voice/alicia/room"
 )
@@ -185,4 +190,47 @@ func TestStarterReasoning(t *testing.T) {
 		}
 	})
 	_ = room.AttrReasoningStreams // the page sets it by name, as an app would
+}
+
+// By voice, through Chromium's fake microphone: the spoken question's
+// reasoning appears beside its spoken answer, in full.
+func TestStarterReasoningByVoice(t *testing.T) {
+	for _, bin := range []string{"espeak-ng", "sox"} {
+		if _, err := exec.LookPath(bin); err != nil {
+			testenv.Unavailable(t, "%s is not installed (.ci/run installs it)", bin)
+		}
+	}
+	testenv.Chromium(t)
+	dir := t.TempDir()
+	phrases := filepath.Join(dir, "phrases.txt")
+	if err := os.WriteFile(phrases, []byte(starterQuestion+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A quiet room while the page joins and its toggle is set, the
+	// question, then the room until the answer is over.
+	const rate = 48000
+	var pcm []int16
+	pcm = append(pcm, speechtest.Noise(8000, rate, 1)...)
+	pcm = append(pcm, speechtest.Render(t, starterQuestion, 140, rate)...)
+	pcm = append(pcm, speechtest.Noise(40000, rate, 2)...)
+	wav := filepath.Join(dir, "microphone.wav")
+	if err := os.WriteFile(wav, voice.EncodeWAV(pcm, rate), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	lk, _ := starterServer(t, "-speech-standin-phrases", phrases)
+	site := starterSite(t, lk)
+	answer := starterScenarios[0].Rounds[0].Answer
+	var r struct {
+		pageAsked
+		Heard []string `json:"heard"`
+	}
+	testenv.Browser(t, context.Background(), "starter-browser.mjs", map[string]any{"url": site, "room": "starter_voice", "scenario": "voice", "answer": answer,
+		"chromiumArgs": []string{"--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream", "--use-file-for-fake-audio-capture=" + wav + "%noloop"}}, &r)
+	t.Logf("the page heard %q; the answer %q with %d steps", r.Heard, r.Text, len(r.Steps))
+	if problem := wantSteps(r.Steps, reasoning.ModeFull); problem != "" {
+		t.Error(problem)
+	}
+	if before, _ := live(r.pageAsked); !before {
+		t.Error("the reasoning was not shown before the answer")
+	}
 }

@@ -37,7 +37,8 @@ var starterScenarios = []standin.Scenario{{
 // starterReasoning and the speech stand-ins (a stock client reads the
 // answer as its spoken transcript), and returns that livekit-server and
 // the address of serve's HTTP API.
-func starterServer(t *testing.T) (*testenv.LiveKit, string) {
+// args are more flags for alicia serve.
+func starterServer(t *testing.T, args ...string) (*testenv.LiveKit, string) {
 	t.Helper()
 	lk := testenv.StartLiveKit(t)
 	base, srv, ln, err := standinServer("127.0.0.1:0", starterScenarios, standin.Pacing{TTFTMs: 50, TokenMs: 25}, nil, slog.New(slog.DiscardHandler), nil)
@@ -57,7 +58,7 @@ func starterServer(t *testing.T) (*testenv.LiveKit, string) {
 		"ALICIA_LLM_URL": base + "/vllm/v1", "ALICIA_LLM_MODEL": "Qwen3-8B", "ALICIA_LLM_BACKEND": "openai"} {
 		t.Setenv(k, v)
 	}
-	serveForTest(t)
+	serveForTest(t, args...)
 	return lk, addr
 }
 

@@ -3,7 +3,9 @@
 //   levels  one user switches the toggle to full, off, then summary, asks
 //           each time, reloads, and asks again;
 //   two     two users in one room, full and summary, one asks;
-//   silent  a user who says nothing, watched for silentMs.
+//   silent  a user who says nothing, watched for silentMs;
+//   voice   a user who asks by voice (Chromium's fake microphone plays
+//           the question; chromiumArgs name the file).
 // Output: per asked question the answer's text and the reasoning steps
 // the page showed beside it, with a timeline of what the page showed.
 import { run } from './browser.mjs';
@@ -26,10 +28,10 @@ const recorder = () => {
   new MutationObserver(snap).observe(document, { subtree: true, childList: true, characterData: true, attributes: true });
 };
 
-async function open(newPage, input, identity, wait = true) {
+async function open(newPage, input, identity, wait = true, mic = false) {
   const page = await newPage();
   await page.addInitScript(recorder);
-  await page.goto(`${input.url}/?identity=${identity}&room=${input.room}`);
+  await page.goto(`${input.url}/?identity=${identity}&room=${input.room}${mic ? '&mic=1' : ''}`);
   if (wait) await listening(page);
   return page;
 }
@@ -52,13 +54,20 @@ async function choose(page, level) {
 // ask types the question and waits for a new answer's whole transcript;
 // it returns that answer as the page shows it, and the timeline.
 async function ask(page, input) {
-  const before = await page.$$eval('li.agentTranscript', (ls) => ls.map((l) => l.dataset.answerId));
+  const before = await answers(page);
   await page.fill('#chat', input.question);
   await page.click('button[type=submit]');
+  return answered(page, before, input, 60_000);
+}
+
+const answers = (page) => page.$$eval('li.agentTranscript', (ls) => ls.map((l) => l.dataset.answerId));
+
+// answered waits for an answer not in before to be whole.
+async function answered(page, before, input, timeout) {
   const handle = await page.waitForFunction(([seen, answer]) => {
     const li = [...document.querySelectorAll('li.agentTranscript')].find((l) => l.dataset.answerId && !seen.includes(l.dataset.answerId));
     return li && li.querySelector('.text').textContent.trim() === answer ? li.dataset.answerId : null;
-  }, [before, input.answer], { timeout: 60_000 });
+  }, [before, input.answer], { timeout });
   const answerId = await handle.jsonValue();
   return page.evaluate((id) => {
     const timeline = window.__timeline.map((s) => ({ at: s.at, items: s.items.filter((i) => i.answerId === id) }))
@@ -100,6 +109,13 @@ run(async ({ input, newPage }) => {
         return li && [...li.querySelectorAll('.step')].map((s) => ({ index: Number(s.dataset.index), level: s.dataset.level, text: s.textContent }));
       }, asked.answerId, { timeout: 60_000 });
       return { ana: asked, ben: { answerId: asked.answerId, steps: await seen.jsonValue() } };
+    }
+    case 'voice': {
+      const page = await open(newPage, input, 'vic', true, true);
+      await choose(page, 'full');
+      const out = await answered(page, await answers(page), input, 90_000);
+      out.heard = await page.$$eval('li.userTranscript .text', (ls) => ls.map((l) => l.textContent));
+      return out;
     }
     case 'silent': {
       const page = await open(newPage, input, 'sam', false);
