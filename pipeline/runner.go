@@ -161,11 +161,7 @@ func (c *Conversation) run(t *Turn) {
 	if r, ok := face.(StepRenderer); ok {
 		chain = reasoning.NewChain(c.ID, m.ID, t.ID, r.Steps(), sealed)
 	} else {
-		deliver = reasoning.NewDeliverer(func() []reasoning.Viewer { return c.viewers(face) },
-			func(d reasoning.Delivery) { face.Send(d.Step, d.To...) })
-		if ss, ok := face.(StepStreamer); ok {
-			deliver.StreamTo(ss.StreamStep)
-		}
+		deliver = c.deliverer(face)
 		chain = reasoning.NewChain(c.ID, m.ID, t.ID, deliver, sealed)
 	}
 
@@ -259,7 +255,7 @@ func (c *Conversation) run(t *Turn) {
 
 // viewers is the face's members as the reasoning sees them: each one's
 // preference as far as its client can display it, and whether its client
-// takes partial steps.
+// takes partial steps or reads steps as streams.
 func (c *Conversation) viewers(face Roster) []reasoning.Viewer {
 	var out []reasoning.Viewer
 	for _, m := range face.Members() {

@@ -13,6 +13,18 @@ type StepStreamer interface {
 	StreamStep(p reasoning.StreamPart)
 }
 
+// deliverer decides who sees a turn's steps, in which form: ReasoningStep
+// envelopes for the members that speak the Alicia protocol, streams for
+// those that read them, when the face carries streams.
+func (c *Conversation) deliverer(face Face) *reasoning.Deliverer {
+	d := reasoning.NewDeliverer(func() []reasoning.Viewer { return c.viewers(face) },
+		func(d reasoning.Delivery) { face.Send(d.Step, d.To...) })
+	if ss, ok := face.(StepStreamer); ok {
+		d.StreamTo(ss.StreamStep)
+	}
+	return d
+}
+
 // StreamStep holds a held turn's step streams like its sends: a turn
 // started in the speaker's pause shows its reasoning once it is asked.
 func (f heldFace) StreamStep(p reasoning.StreamPart) {
