@@ -38,6 +38,8 @@ type user struct {
 	goneOnce sync.Once
 	// closeTracks stops the tracks a voice user listens to.
 	closeTracks func()
+	// streamed: the reasoning streams a -streams user read.
+	streamed []streamClose
 }
 
 // leave disconnects the user and stops what it listened to.
@@ -247,6 +249,7 @@ func (u *user) answer(ctx context.Context, res turnResult, from int, timeout tim
 			res.err = fmt.Sprintf("error %d: %s", b.Code, b.Message)
 		}
 	}
+	u.streamedSteps(&res)
 	return res
 }
 

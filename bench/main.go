@@ -57,7 +57,7 @@ type options struct {
 	pace                string
 	reasoning, postgres string
 	start               string
-	voice               bool
+	voice, streams      bool
 	think, turnTimeout  time.Duration
 	bot, profile        string
 	profileFor          time.Duration
@@ -86,6 +86,7 @@ func main() {
 	flag.StringVar(&o.pace, "pace", "realistic", "model pace: realistic (50 ms to the first token, 11 ms a token), instant, or TTFT/token in ms as 200/25")
 	flag.StringVar(&o.reasoning, "reasoning", "on", "on: the model reasons and clients show every step; off: answers only")
 	flag.StringVar(&o.postgres, "postgres", "on", "on: the bot stores in a fresh Postgres database; off: in memory")
+	flag.BoolVar(&o.streams, "streams", false, "clients read reasoning as LiveKit text streams (alicia.reasoning), as stock LiveKit apps do, instead of ReasoningStep envelopes")
 	flag.BoolVar(&o.voice, "voice", false, "spoken turns: each user speaks espeak-ng questions on its microphone track and listens to the bot's; the speech servers run as a process of their own")
 	flag.StringVar(&o.sttTransport, "stt-transport", "realtime", "with -voice: how the bot reaches the recogniser, realtime (WebSocket) or http")
 	flag.StringVar(&o.mic, "mic", "noise", "with -voice: what the users' microphones send between phrases, noise (a quiet room's, 50 packets a second: a client without DTX) or dtx (a packet every 400 ms, as LiveKit's clients publish a microphone in a quiet room)")
@@ -250,7 +251,11 @@ func run(ctx context.Context, o options) error {
 	fmt.Fprintf(os.Stderr, "bench: %d users joining (%d at a time)...\n", o.n, o.joinParallel)
 	joinStart := time.Now()
 	joined, joinFailures := joinAll(o.n, o.joinParallel, func(i int) (*user, error) {
-		return join(ctx, api, secret, fmt.Sprintf("user%04d", i), features)
+		u, err := join(ctx, api, secret, fmt.Sprintf("user%04d", i), features)
+		if err == nil && o.streams {
+			err = u.readStreams()
+		}
+		return u, err
 	})
 	joinTook := time.Since(joinStart)
 	defer func() {

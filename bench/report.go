@@ -119,7 +119,11 @@ func (r report) print(w io.Writer) {
 	}
 	row("user joined → bot's Configuration", greet)
 	row("UserMessage sent → model request", intake)
-	row("step's last token → ReasoningStep at client", steps)
+	if r.o.streams {
+		row("step's last token → text stream closed at client", steps)
+	} else {
+		row("step's last token → ReasoningStep at client", steps)
+	}
 	row("sentence's last token → AssistantSentence at client", sentences)
 	row("UserMessage sent → first AssistantSentence", firstSentence)
 	fmt.Fprintln(w)

@@ -24,6 +24,9 @@ type Member struct {
 	Identity string
 	Features wire.Features
 	Tools    []wire.ClientTool
+	// ReasoningStreams: the client reads reasoning as text streams
+	// (StepStreamer) at its user's preference, whatever Features say.
+	ReasoningStreams bool
 }
 
 // Roster says who is in a conversation now.

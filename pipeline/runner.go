@@ -161,8 +161,7 @@ func (c *Conversation) run(t *Turn) {
 	if r, ok := face.(StepRenderer); ok {
 		chain = reasoning.NewChain(c.ID, m.ID, t.answerID, r.Steps(), sealed)
 	} else {
-		deliver = reasoning.NewDeliverer(func() []reasoning.Viewer { return c.viewers(face) },
-			func(d reasoning.Delivery) { face.Send(d.Step, d.To...) })
+		deliver = c.deliverer(face)
 		chain = reasoning.NewChain(c.ID, m.ID, t.answerID, deliver, sealed)
 	}
 
@@ -256,10 +255,15 @@ func (c *Conversation) run(t *Turn) {
 
 // viewers is the face's members as the reasoning sees them: each one's
 // preference as far as its client can display it, and whether its client
-// takes partial steps.
+// takes partial steps or reads steps as streams.
 func (c *Conversation) viewers(face Roster) []reasoning.Viewer {
 	var out []reasoning.Viewer
 	for _, m := range face.Members() {
+		if m.ReasoningStreams {
+			// A stream reader shows every level: the preference decides.
+			out = append(out, reasoning.Viewer{Identity: m.Identity, Mode: c.e.Preference(context.Background(), m.Identity), Streams: true})
+			continue
+		}
 		mode := c.e.effective(context.Background(), m)
 		out = append(out, reasoning.Viewer{Identity: m.Identity, Mode: mode, Partial: m.Features.PartialReasoning})
 	}

@@ -270,7 +270,7 @@ func TestVoiceTurnThroughTheEngine(t *testing.T) {
 		case <-time.After(30 * time.Second):
 			t.Fatal("no agent transcript stream for the interrupted answer")
 		}
-		if r.attrs[room.AttrSegmentID] != voice.AnswerSegment(final.ID) {
+		if r.attrs[room.AttrSegmentID] != voice.AnswerSegment(answer.ID) {
 			continue
 		}
 		shown, kept := strings.Fields(r.text), strings.Fields(answer.Content)

@@ -13,6 +13,10 @@ type Viewer struct {
 	// Partial: the client announced partial_reasoning and receives a step
 	// while it is being written.
 	Partial bool
+	// Streams: the client reads steps as text streams (StreamPart) and
+	// gets no ReasoningStep packet; it takes every level, so Mode is the
+	// user's preference itself.
+	Streams bool
 }
 
 // Delivery is one ReasoningStep packet and the identities it goes to.
@@ -33,6 +37,7 @@ const PartialInterval = 150 * time.Millisecond
 type Deliverer struct {
 	viewers func() []Viewer
 	send    func(Delivery)
+	stream  func(StreamPart)
 	open    map[string]*audience
 }
 
@@ -43,6 +48,7 @@ type audience struct {
 	lastPartial                 time.Time
 	pending                     bool
 	sentFull, sentSummary       string
+	streams                     streamAudience
 }
 
 // NewDeliverer sends through send what viewers, asked at each step's
@@ -54,6 +60,12 @@ func NewDeliverer(viewers func() []Viewer, send func(Delivery)) *Deliverer {
 func (d *Deliverer) StepOpened(s *Step, now time.Time) {
 	a := &audience{step: s}
 	for _, v := range d.viewers() {
+		if v.Streams {
+			if d.stream != nil {
+				a.streams.add(v)
+			}
+			continue
+		}
 		switch {
 		case v.Mode == ModeFull && v.Partial:
 			a.fullPartial = append(a.fullPartial, v.Identity)
@@ -67,12 +79,13 @@ func (d *Deliverer) StepOpened(s *Step, now time.Time) {
 	}
 	d.open[s.ID] = a
 	// The first words go out at once; later growth is throttled.
+	d.openStreams(a, now)
 	d.sendPartials(a, now)
 }
 
 func (d *Deliverer) StepGrew(s *Step, _ string, now time.Time) {
 	a := d.open[s.ID]
-	if a == nil || (len(a.fullPartial) == 0 && len(a.summaryPartial) == 0) {
+	if a == nil || (len(a.fullPartial) == 0 && len(a.summaryPartial) == 0 && len(a.streams.full) == 0) {
 		return
 	}
 	if now.Sub(a.lastPartial) >= PartialInterval {
@@ -105,7 +118,7 @@ func (d *Deliverer) Poll(now time.Time) time.Time {
 
 func (d *Deliverer) sendPartials(a *audience, now time.Time) {
 	a.pending = false
-	sent := false
+	sent := d.flushStream(a)
 	if len(a.fullPartial) > 0 && a.step.Content != a.sentFull {
 		a.sentFull = a.step.Content
 		d.send(Delivery{To: a.fullPartial, Step: body(a.step, a.step.Content, true)})
@@ -135,6 +148,7 @@ func (d *Deliverer) StepClosed(s *Step, _ time.Time) {
 	if to := concat(a.summaryPartial, a.summaryLast); len(to) > 0 {
 		d.send(Delivery{To: to, Step: body(s, Summarize(s.Content), false)})
 	}
+	d.closeStreams(a, s)
 }
 
 func (d *Deliverer) StepEncrypted(*Step, time.Time) {}

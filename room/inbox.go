@@ -80,6 +80,8 @@ func (s *Session) run() {
 func (s *Session) handle(p rawPacket) {
 	switch p.event {
 	case eventArrived:
+		delete(s.stateShown, p.from)
+		s.showStateAgain(p.from)
 		if s.join(p.from) {
 			// It handshook before the bot heard of it: its Configuration
 			// is newer than its token's attributes, and it was answered.
@@ -93,6 +95,7 @@ func (s *Session) handle(p rawPacket) {
 		s.leave(p.from)
 		return
 	case eventAttributes:
+		s.showStateAgain(p.from)
 		s.applyAttributes(p.from, p.attrs, true)
 		return
 	case eventChat:
@@ -211,6 +214,7 @@ func withoutPreference(features wire.Features) wire.Features {
 // this way is answered what it sent before; one already talking gets the
 // server's Configuration again, stating what is in effect now.
 func (s *Session) applyAttributes(identity string, attrs map[string]string, changed bool) {
+	s.noteReader(identity, attrs)
 	list, hasFeatures := attrs[AttrFeatures]
 	pref, hasPref := attrs[AttrReasoningPreference]
 	if !hasFeatures && !hasPref {

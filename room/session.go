@@ -150,6 +150,12 @@ type Session struct {
 	// assumed: the users whose features were assumed, not announced.
 	// Under ownerMu.
 	assumed map[string]bool
+
+	// reasoning: the readers of reasoning streams and the open streams.
+	reasoning reasoningStreams
+	// stateShown: the connection of each user the agent's state was shown
+	// to again (showStateAgain). Owned by the run goroutine.
+	stateShown map[string]string
 }
 
 // Participant attributes a client sets (with setAttributes, or through
@@ -249,7 +255,7 @@ func (s *Session) Members() []pipeline.Member {
 	ids := slices.Sorted(maps.Keys(s.present))
 	out := make([]pipeline.Member, 0, len(ids))
 	for _, id := range ids {
-		out = append(out, pipeline.Member{Identity: id, Features: s.features[id], Tools: s.tools[id]})
+		out = append(out, pipeline.Member{Identity: id, Features: s.features[id], Tools: s.tools[id], ReasoningStreams: s.readsStreams(id)})
 	}
 	return out
 }

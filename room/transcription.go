@@ -22,9 +22,8 @@ const (
 	AttrSegmentID        = "lk.segment_id"
 	AttrTranscriptFinal  = "lk.transcription_final"
 	// AttrAnswerID names the assistant message an answer's transcript
-	// is of. The segment is named after the user message, and every
-	// answer to it (a regeneration, a question asked again) shares it: a
-	// client matches the transcript to its answer by this id.
+	// (or a reasoning step) is of; an answer's segment is named after it
+	// too (voice.AnswerSegment).
 	AttrAnswerID = "alicia.answer_id"
 )
 
@@ -53,7 +52,6 @@ type textStream struct {
 // one go, false for a stream whose trailer will say.
 // answerID, for an answer's transcript, goes in AttrAnswerID.
 func openTranscript(out publisher, sender, trackID, segmentID, answerID string, final bool, dest []string) (*textStream, error) {
-	s := &textStream{out: out, id: uuid.NewString(), sender: sender, dest: dest}
 	attrs := map[string]string{
 		AttrTranscribedTrack: trackID,
 		AttrSegmentID:        segmentID,
@@ -62,15 +60,22 @@ func openTranscript(out publisher, sender, trackID, segmentID, answerID string, 
 	if answerID != "" {
 		attrs[AttrAnswerID] = answerID
 	}
+	return openTextStream(out, TranscriptionTopic, sender, attrs, sender != "", dest)
+}
+
+// openTextStream starts a text stream on topic with attrs in its header.
+// generated marks text a machine wrote on a person's behalf.
+func openTextStream(out publisher, topic, sender string, attrs map[string]string, generated bool, dest []string) (*textStream, error) {
+	s := &textStream{out: out, id: uuid.NewString(), sender: sender, dest: dest}
 	err := s.send(&livekit.DataPacket{Value: &livekit.DataPacket_StreamHeader{StreamHeader: &livekit.DataStream_Header{
 		StreamId:   s.id,
 		Timestamp:  time.Now().UnixMilli(),
-		Topic:      TranscriptionTopic,
+		Topic:      topic,
 		MimeType:   "text/plain",
 		Attributes: attrs,
 		ContentHeader: &livekit.DataStream_Header_TextHeader{TextHeader: &livekit.DataStream_TextHeader{
 			OperationType: livekit.DataStream_CREATE,
-			Generated:     sender != "",
+			Generated:     generated,
 		}},
 	}}})
 	return s, err
@@ -85,9 +90,14 @@ func (s *textStream) write(text string) error {
 
 // close ends the stream, final or not (an interrupted answer is not).
 func (s *textStream) close(final bool) error {
+	return s.end(map[string]string{AttrTranscriptFinal: strconv.FormatBool(final)})
+}
+
+// end ends the stream with attrs in its trailer.
+func (s *textStream) end(attrs map[string]string) error {
 	return s.send(&livekit.DataPacket{Value: &livekit.DataPacket_StreamTrailer{StreamTrailer: &livekit.DataStream_Trailer{
 		StreamId:   s.id,
-		Attributes: map[string]string{AttrTranscriptFinal: strconv.FormatBool(final)},
+		Attributes: attrs,
 	}}})
 }
 

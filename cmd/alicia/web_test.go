@@ -102,22 +102,8 @@ func webServer(t *testing.T, args ...string) (string, string) {
 		"ALICIA_LLM_URL": base + "/vllm/v1", "ALICIA_LLM_MODEL": "Qwen3-8B", "ALICIA_LLM_BACKEND": "openai"} {
 		t.Setenv(k, v)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
-	served := make(chan error, 1)
-	go func() {
-		served <- runServe(ctx, append([]string{"-http-addr", "127.0.0.1:0"}, args...), nil, &out, &errOut)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-served; err != nil {
-			t.Errorf("serve: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("alicia serve log:\n%s", errOut.String())
-		}
-	})
-	m := waitFor(t, &out, "the web client's link", regexp.MustCompile(`(http://\S+)/#key=(\S+)`))
+	out := serveForTest(t, append([]string{"-http-addr", "127.0.0.1:0"}, args...)...)
+	m := waitFor(t, out, "the web client's link", regexp.MustCompile(`(http://\S+)/#key=(\S+)`))
 	return m[1], m[2]
 }
 

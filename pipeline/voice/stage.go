@@ -253,7 +253,7 @@ func (l *loop) hush() {
 // audio stopped, and tells its turn how much was heard.
 func (l *loop) silence() {
 	if h, whole := l.play.interrupt(l.s.out); !whole {
-		l.s.room.AgentSpeech(l.ctx, AgentSpeech{SegmentID: AnswerSegment(l.play.turn.UserMessageID()), AnswerID: answerID(l.play.turn), TrackID: l.s.out.TrackID(), Cut: true})
+		l.s.room.AgentSpeech(l.ctx, AgentSpeech{SegmentID: answerSegment(l.play.turn), AnswerID: answerID(l.play.turn), TrackID: l.s.out.TrackID(), Cut: true})
 		l.play.turn.Heard(h)
 	}
 	l.play = nil
@@ -314,7 +314,7 @@ func (l *loop) startTurn(t Turn, report func(bool, ...pipeline.Timed)) {
 		// turn's.
 		defer l.s.measured(p)
 		defer cancel() // ends the watch below once the answer is spoken
-		l.s.play(ctx, p, AnswerSegment(t.UserMessageID()))
+		l.s.play(ctx, p, answerSegment(t))
 	}()
 	go func() {
 		// A stop of speech the engine received (a client's ControlStop).

@@ -32,10 +32,21 @@ import (
 const InputRate = speech.RecognitionRate
 
 // UserSegment and AnswerSegment are the transcript segment ids of a user's
-// utterance and of the answer spoken to it. LiveKit's clients merge
-// transcript updates by segment id, so the two must never share one.
-func UserSegment(messageID string) string   { return "SG_" + messageID }
-func AnswerSegment(messageID string) string { return "SG_answer_" + messageID }
+// utterance and of an answer, by its id. LiveKit's clients merge
+// transcript updates by segment id, so no two may share one: not an
+// utterance and its answer, nor two answers to one message (a stock
+// client would replace the earlier answer with the regenerated one).
+func UserSegment(messageID string) string  { return "SG_" + messageID }
+func AnswerSegment(answerID string) string { return "SG_answer_" + answerID }
+
+// answerSegment is the segment of t's answer; a turn that does not say
+// its answer's id (a test's fake) is named by its user message.
+func answerSegment(t Turn) string {
+	if id := answerID(t); id != "" {
+		return AnswerSegment(id)
+	}
+	return AnswerSegment(t.UserMessageID())
+}
 
 // answerID is the id of the answer t writes, if t says it
 // (*pipeline.Turn does; a test's fake need not).
