@@ -1,4 +1,8 @@
-package pipeline_test
+// Package e2e runs the engine over a real livekit-server, with every kind
+// of client the bot serves: the Go SDK, @livekit/rtc-node, livekit-client
+// in Chromium, by text and by voice. It holds tests only; the engine's own
+// tests (package pipeline) run without LiveKit.
+package e2e
 
 import (
 	"bytes"

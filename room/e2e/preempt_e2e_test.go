@@ -1,4 +1,4 @@
-package pipeline_test
+package e2e
 
 import (
 	"context"
@@ -7,9 +7,12 @@ import (
 	"time"
 
 	lkmedia "github.com/livekit/server-sdk-go/v2/pkg/media"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/alicia-voice/alicia/internal/speechtest"
+	"github.com/alicia-voice/alicia/internal/telemetry"
 	"github.com/alicia-voice/alicia/internal/testenv"
+	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/pipeline/voice"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
@@ -51,11 +54,39 @@ func seenOf(got []*wire.Envelope) spokenTurn {
 	return st
 }
 
+// preemptions is the engine's telemetry as /metrics counts it.
+type preemptions struct {
+	*telemetry.Turns
+	reg *prometheus.Registry
+}
+
+func newPreemptions() *preemptions {
+	reg := prometheus.NewRegistry()
+	return &preemptions{telemetry.NewTurns(reg, nil), reg}
+}
+
+// counts reads the preemptive turns' counter by outcome.
+func (p *preemptions) counts() (taken, used, discarded int) {
+	n := map[string]int{}
+	families, _ := p.reg.Gather()
+	for _, f := range families {
+		if f.GetName() != "alicia_voice_preemptive_turns_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				n[l.GetValue()] = int(m.GetCounter().GetValue())
+			}
+		}
+	}
+	return n[pipeline.PreemptTaken], n[pipeline.PreemptUsed], n[pipeline.PreemptDiscarded]
+}
+
 // preemptiveAgent is the voice bot with preemptive generation on, the
 // real engine, the speech stand-in and the Qwen3 stand-in; obs hears the
 // engine's telemetry.
 func preemptiveAgent(t *testing.T, lk *testenv.LiveKit, silence time.Duration, phrases ...string) (*preemptions, func() (*user, *lkmedia.PCMLocalTrack), storage.Store) {
-	obs := &preemptions{}
+	obs := newPreemptions()
 	cfg, store, _, _ := voiceAgentWith(t, lk, modelSetup{telemetry: obs, stage: func(c *voice.Config) {
 		c.Preemptive = true
 		c.Endpoint.Silence = silence
