@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -78,13 +77,6 @@ func (e *echo) Handle(s pipeline.Face, in pipeline.Inbound) {
 	}
 }
 
-func testLogger() *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
 type env struct {
 	lk    *testenv.LiveKit
 	cfg   Config
@@ -95,7 +87,7 @@ type env struct {
 
 func startAgent(t *testing.T, lk *testenv.LiveKit, store storage.Store) *env {
 	t.Helper()
-	return startAgentWith(t, lk, store, nil, testLogger())
+	return startAgentWith(t, lk, store, nil, testenv.Log(t))
 }
 
 // startAgentWith starts an agent whose configuration change may adjust.
@@ -397,16 +389,7 @@ func TestResumeAfterClientDisconnect(t *testing.T) {
 	// may receive a live envelope ahead of its replay: see the closing
 	// note of the room issue.
 	sess := e.agent.sessions()[0]
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if sess.out.connection("alice") == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the bot never learnt that the client left")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, "the bot to learn that the client left", func() bool { return sess.out.connection("alice") == "" })
 	time.Sleep(500 * time.Millisecond) // the bot goes on sending
 
 	c2 := joinAs(t, e, "conv_resume", "alice")

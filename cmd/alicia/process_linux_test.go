@@ -21,7 +21,7 @@ import (
 // startServeProcess builds alicia and runs `alicia serve` as a real
 // process with nothing configured, so that it starts its own
 // livekit-server; it returns the process and the livekit-server's pid.
-func startServeProcess(t *testing.T) (*exec.Cmd, *syncBuffer, int) {
+func startServeProcess(t *testing.T) (*exec.Cmd, *testenv.LogBuffer, int) {
 	t.Helper()
 	if _, err := lkserver.Binary(); err != nil {
 		testenv.StartLiveKit(t) // fails (or skips) with the reason
@@ -45,7 +45,7 @@ func buildAlicia(t *testing.T) string {
 
 // runServeProcess runs `alicia serve` on a free HTTP port with only the
 // ALICIA_ settings given in env, and waits for its banner.
-func runServeProcess(t *testing.T, bin string, env ...string) (*exec.Cmd, *syncBuffer) {
+func runServeProcess(t *testing.T, bin string, env ...string) (*exec.Cmd, *testenv.LogBuffer) {
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "-http-addr", "127.0.0.1:0")
 	for _, kv := range os.Environ() {
@@ -54,7 +54,7 @@ func runServeProcess(t *testing.T, bin string, env ...string) (*exec.Cmd, *syncB
 		}
 	}
 	cmd.Env = append(cmd.Env, env...)
-	var out syncBuffer
+	var out testenv.LogBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func TestCtrlCExitsCleanly(t *testing.T) {
 	cmd, out, lk := startServeProcess(t)
 	m := waitFor(t, out, "the chat command", regexp.MustCompile(`alicia chat -api (\S+) -secret (\S+)`))
 	stdinR, stdinW := io.Pipe()
-	var chatOut syncBuffer
+	var chatOut testenv.LogBuffer
 	chatted := make(chan error, 1)
 	go func() {
 		chatted <- runChat(context.Background(), []string{"-api", m[1], "-secret", m[2]}, stdinR, &chatOut, io.Discard)
@@ -180,7 +180,7 @@ func TestStartScriptCtrlCExitsZero(t *testing.T) {
 	}
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a terminal's foreground group
-	var out syncBuffer
+	var out testenv.LogBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

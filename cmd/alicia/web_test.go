@@ -103,7 +103,7 @@ func webServer(t *testing.T, args ...string) (string, string) {
 		t.Setenv(k, v)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
+	var out, errOut testenv.LogBuffer
 	served := make(chan error, 1)
 	go func() {
 		served <- runServe(ctx, append([]string{"-http-addr", "127.0.0.1:0"}, args...), nil, &out, &errOut)

@@ -103,7 +103,7 @@ func speechAgent(t *testing.T, lk *testenv.LiveKit, pc voice.ProviderConfig) (ro
 	model := httptest.NewServer(s.Handler())
 	t.Cleanup(model.Close)
 	client, _ := llm.New(llm.Config{Backend: "openai", URL: model.URL + "/vllm/v1", Model: "Qwen3-8B"})
-	var logs syncLog
+	var logs testenv.LogBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	t.Cleanup(func() {
 		if t.Failed() {

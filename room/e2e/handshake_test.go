@@ -54,7 +54,7 @@ func newHandshakeRig(t *testing.T) *handshakeRig {
 	client, _ := llm.New(llm.Config{Backend: "openai", URL: model.URL + "/vllm/v1", Model: "Qwen3-8B"})
 	store := storage.NewMemory(storage.ReasoningPlain)
 	cfg := room.Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-handshake", TokenSecret: "test-token-secret"}
-	var logs syncLog
+	var logs testenv.LogBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	t.Cleanup(func() {
 		if t.Failed() {

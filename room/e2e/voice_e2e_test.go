@@ -356,7 +356,7 @@ func voiceAgentWith(t testing.TB, lk *testenv.LiveKit, ms modelSetup, phrases ..
 
 	mem := storage.NewMemory(storage.ReasoningPlain)
 	cfg = room.Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-voice"}
-	log := agentLog(t)
+	log := testenv.Log(t)
 	engine := pipeline.NewEngine(pipeline.Config{LLM: client, Thinking: true, ThinkingPolicy: ms.thinking, Telemetry: ms.telemetry, Logger: log}, mem)
 	agent := room.NewAgent(cfg, mem, room.NewMetrics(nil), func(id string) room.Conversation { return engine.Open(id) }, log)
 	stage := voice.Config{

@@ -59,7 +59,7 @@ func TestFalseInterruptionsOverLiveKit(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	obs := newTalkOverLog()
-	var logs syncLog
+	var logs testenv.LogBuffer
 	resumes := &resumeLog{}
 	t.Cleanup(func() {
 		if t.Failed() {
