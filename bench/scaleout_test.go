@@ -19,6 +19,7 @@ import (
 	lksdk "github.com/livekit/server-sdk-go/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/wire"
 )
 
@@ -39,10 +40,7 @@ func redisDB(t *testing.T) (string, int) {
 		n, err := c.DBSize(ctx).Result()
 		if err != nil {
 			c.Close()
-			if os.Getenv("ALICIA_SKIP_INTEGRATION") == "1" {
-				t.Skipf("ALICIA_SKIP_INTEGRATION=1: Redis is not reachable at %s: %v", addr, err)
-			}
-			t.Fatalf("Redis is not reachable at %s: %v (set ALICIA_SKIP_INTEGRATION=1 to skip)", addr, err)
+			testenv.Unavailable(t, "Redis is not reachable at %s: %v", addr, err)
 		}
 		if n == 0 {
 			t.Cleanup(func() {

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/alicia-voice/alicia/internal/speechtest"
+	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/pipeline/voice"
 	"github.com/alicia-voice/alicia/pipeline/voice/standin"
 )
@@ -25,6 +26,7 @@ import (
 // counts the bytes clients send it.
 func speechStandin(t testing.TB, sent *atomic.Int64) string {
 	t.Helper()
+	testenv.SpeechEngines(t)
 	s, err := standin.New(standin.Config{Phrases: []string{question, other, "yes"}, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

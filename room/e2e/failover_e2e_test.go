@@ -130,6 +130,7 @@ func speechAgent(t *testing.T, lk *testenv.LiveKit, pc voice.ProviderConfig) (ro
 }
 
 func speechStandin(t *testing.T, phrases ...string) http.Handler {
+	testenv.SpeechEngines(t)
 	sp, err := speechstandin.New(speechstandin.Config{Phrases: phrases, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -332,6 +332,7 @@ func voiceAgentWith(t testing.TB, lk *testenv.LiveKit, ms modelSetup, phrases ..
 	model := httptest.NewServer(s.Handler())
 	t.Cleanup(model.Close)
 	client, _ := llm.New(llm.Config{Backend: "openai", URL: model.URL + "/vllm/v1", Model: "Qwen3-8B"})
+	testenv.SpeechEngines(t)
 	sp, err := speechstandin.New(speechstandin.Config{Phrases: phrases, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

@@ -674,6 +674,7 @@ func squeezed(pcm []int16) []int16 {
 // recognise is what a recogniser that knows only phrases hears in pcm.
 func recognise(ctx context.Context, tb testing.TB, phrases []string, pcm []int16) string {
 	tb.Helper()
+	testenv.SpeechEngines(tb)
 	ear, err := speechstandin.New(speechstandin.Config{Phrases: phrases, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		tb.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/alicia-voice/alicia/internal/speechtest"
+	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/pipeline/voice"
 	"github.com/alicia-voice/alicia/pipeline/voice/standin"
 )
@@ -19,6 +20,7 @@ var phrases = []string{"what is the weather like in paris today", "how far is th
 
 func serve(t *testing.T, cfg standin.Config) string {
 	t.Helper()
+	testenv.SpeechEngines(t)
 	s, err := standin.New(cfg)
 	if err != nil {
 		t.Fatal(err)
