@@ -7,8 +7,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,31 +55,7 @@ func redisDB(t *testing.T) (string, int) {
 	return "", 0
 }
 
-// botBinDir holds the binary buildBot built; TestMain removes it.
-var botBinDir string
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if botBinDir != "" {
-		os.RemoveAll(botBinDir)
-	}
-	os.Exit(code)
-}
-
-// buildBot builds the alicia binary once per test binary.
-var buildBot = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "alicia-bench-bin-")
-	if err != nil {
-		return "", err
-	}
-	botBinDir = dir
-	bin := filepath.Join(dir, "alicia")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/alicia-voice/alicia/cmd/alicia").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("build alicia: %v\n%s", err, out)
-	}
-	return bin, nil
-})
+func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m)) }
 
 // acceptedJobs reads a bot's count of jobs it took from its /metrics.
 func acceptedJobs(t *testing.T, b *bot) int {

@@ -20,7 +20,7 @@ import (
 func TestPreferencesSharedByTwoServeProcesses(t *testing.T) {
 	lk := testenv.StartLiveKit(t)
 	db := testenv.Database(t)
-	bin := buildAlicia(t)
+	bin := testenv.AliciaBinary(t)
 	env := []string{"ALICIA_LIVEKIT_URL=" + lk.URL, "ALICIA_LIVEKIT_API_KEY=" + lk.APIKey, "ALICIA_LIVEKIT_API_SECRET=" + lk.APISecret,
 		"ALICIA_DATABASE_URL=" + db, "ALICIA_VOICE=off", "ALICIA_REASONING_DEFAULT=full"}
 	api := func(out *testenv.LogBuffer) string {

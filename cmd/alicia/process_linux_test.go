@@ -26,21 +26,10 @@ func startServeProcess(t *testing.T) (*exec.Cmd, *testenv.LogBuffer, int) {
 	if _, err := lkserver.Binary(); err != nil {
 		testenv.StartLiveKit(t) // fails (or skips) with the reason
 	}
-	cmd, out := runServeProcess(t, buildAlicia(t))
+	cmd, out := runServeProcess(t, testenv.AliciaBinary(t))
 	lk := childNamed(t, cmd.Process.Pid, "livekit-server")
 	t.Cleanup(func() { _ = syscall.Kill(lk, syscall.SIGKILL) })
 	return cmd, out, lk
-}
-
-// buildAlicia builds the alicia binary for a test's processes.
-func buildAlicia(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "alicia")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // runServeProcess runs `alicia serve` on a free HTTP port with only the
