@@ -38,6 +38,7 @@ import (
 // room noise only. The native SDKs' raw PCM and the JavaScript SDK's
 // WebM/Opus are both heard.
 func TestPreconnectQuestionAnswered(t *testing.T) {
+	testenv.RealTime(t)
 	lk := testenv.StartLiveKit(t)
 	const question = "How far is the moon?"
 	a, store := preconnectAgent(t, lk, question)

@@ -581,6 +581,7 @@ func runs(samples []levelSample, level func(levelSample) float64, gapMs float64)
 // it. The hum over the next answer only pauses it: it resumes and is
 // heard to the end, unmarked.
 func TestWebClientVoice(t *testing.T) {
+	testenv.RealTime(t)
 	testenv.SpeechEngines(t)
 	question, interruption := "How far is the moon?", "What is the weather like in Paris today?"
 	dir := t.TempDir()
@@ -921,6 +922,7 @@ const cutBeforeAWordScript = `(async () => {
 // stores it, live: nothing heard, marked interrupted; and the next
 // answer, heard whole, unmarked.
 func TestWebClientCutBeforeAWord(t *testing.T) {
+	testenv.RealTime(t)
 	t.Setenv("ALICIA_STT_URL", "")
 	t.Setenv("ALICIA_TTS_URL", "")
 	tts := heldSynthesis(t, heldMarker)

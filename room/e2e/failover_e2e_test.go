@@ -144,6 +144,7 @@ func speechStandin(t *testing.T, phrases ...string) http.Handler {
 // speech stand-in) recognises it and speaks the answer, within the same
 // turn.
 func TestSpeechFailoverOverLiveKit(t *testing.T) {
+	testenv.RealTime(t)
 	lk := testenv.StartLiveKit(t)
 	question := "How far is the moon?"
 	for _, bad := range badServers {
@@ -198,6 +199,7 @@ func TestSpeechFailoverOverLiveKit(t *testing.T) {
 // still answered as text, and the voice client hears of each outage once,
 // with an ErrorMessage (503), not with every utterance or sentence.
 func TestSpeechOutageOverLiveKit(t *testing.T) {
+	testenv.RealTime(t)
 	lk := testenv.StartLiveKit(t)
 	q1, q2, q3 := "How far is the moon?", "What is the weather like in Paris today?", "Tell me a joke"
 	h := speechStandin(t, q1, q2, q3)

@@ -102,6 +102,7 @@ func preemptiveAgent(t *testing.T, lk *testenv.LiveKit, silence time.Duration, p
 // final transcript says the same; the client sees none of it before the
 // final Transcription, then the whole answer.
 func TestPreemptiveVoiceTurnUsed(t *testing.T) {
+	testenv.RealTime(t)
 	lk := testenv.StartLiveKit(t)
 	question := "How far is the moon?"
 	obs, join, store := preemptiveAgent(t, lk, 500*time.Millisecond, question, "How far is the moon from Mars?")
@@ -133,6 +134,7 @@ func TestPreemptiveVoiceTurnUsed(t *testing.T) {
 // whole question, on its words, may be used). The client sees one answer, to the whole
 // question, with its own steps only; the store keeps only it.
 func TestPreemptiveVoiceTurnDiscarded(t *testing.T) {
+	testenv.RealTime(t)
 	lk := testenv.StartLiveKit(t)
 	// The pause is long enough for the first half to be recognised and a
 	// turn to start in it, and shorter than the silence that ends the

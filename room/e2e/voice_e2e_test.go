@@ -103,6 +103,7 @@ func speak(ctx context.Context, mic *lkmedia.PCMLocalTrack, pcm []int16) {
 // bot's track; talking over it stops it, and the stored answer says how
 // much was heard.
 func TestVoiceTurnThroughTheEngine(t *testing.T) {
+	testenv.RealTime(t)
 	lk := testenv.StartLiveKit(t)
 	question, interruption := "How far is the moon?", "What is the weather like in Paris today?"
 	ctx, cancel := context.WithCancel(context.Background())
@@ -580,6 +581,7 @@ func (r *frameRecorder) waitFor(tb testing.TB, t time.Time, what string, is func
 // playing), more words: the cue falls silent, and the whole question is
 // answered once and stored as one user message.
 func TestThinkingAloudOverLiveKit(t *testing.T) {
+	testenv.RealTime(t)
 	lk := testenv.StartLiveKit(t)
 	question, more := "How far is the moon?", "What is the weather like in Paris today?"
 	ctx, cancel := context.WithCancel(context.Background())

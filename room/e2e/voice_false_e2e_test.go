@@ -54,6 +54,7 @@ func answerAtLength(n int) standin.Scenario {
 // covers a click, and the agent's transcript against the stored cut
 // answer.
 func TestFalseInterruptionsOverLiveKit(t *testing.T) {
+	testenv.RealTime(t)
 	lk := testenv.StartLiveKit(t)
 	q1, q2, q3 := "How far is the moon?", "What is the weather like in Paris today?", "Tell me about the stars instead."
 	ctx, cancel := context.WithCancel(context.Background())
