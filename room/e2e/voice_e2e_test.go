@@ -420,13 +420,7 @@ func TestVoiceOnlyForAudioClients(t *testing.T) {
 	carol.until("configured", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 1 })
 	carol.send(&wire.UserMessage{ID: "msg_audio1", ConversationID: "conv_voice_audio", Content: "Hello?"})
 	carol.until("the final sentence", finalSentence)
-	deadline := time.Now().Add(30 * time.Second)
-	for len(synthesised()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("nothing synthesised for a client with audio_output")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, "a synthesis for a client with audio_output", func() bool { return len(synthesised()) > 0 })
 	if s := synthesised()[0]; !strings.HasPrefix(s, "You said: Hello?") {
 		t.Fatalf("spoke %q first", s)
 	}
@@ -457,13 +451,9 @@ func TestStockClientChat(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The bot's greeting is the barrier after which it hears the room.
-	deadline := time.Now().Add(30 * time.Second)
-	for len(r.GetRemoteParticipants()) == 0 || r.GetRemoteParticipants()[0].Attributes()[room.AgentStateAttribute] == "" {
-		if time.Now().After(deadline) {
-			t.Fatal("no bot in the room")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, "the bot in the room", func() bool {
+		return len(r.GetRemoteParticipants()) > 0 && r.GetRemoteParticipants()[0].Attributes()[room.AgentStateAttribute] != ""
+	})
 	r.LocalParticipant.SendText("Hello there?", lksdk.StreamTextOptions{Topic: room.ChatTopic})
 	var answer string
 	for answer == "" {
