@@ -7,8 +7,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +17,7 @@ import (
 	lksdk "github.com/livekit/server-sdk-go/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/wire"
 )
 
@@ -39,10 +38,7 @@ func redisDB(t *testing.T) (string, int) {
 		n, err := c.DBSize(ctx).Result()
 		if err != nil {
 			c.Close()
-			if os.Getenv("ALICIA_SKIP_INTEGRATION") == "1" {
-				t.Skipf("ALICIA_SKIP_INTEGRATION=1: Redis is not reachable at %s: %v", addr, err)
-			}
-			t.Fatalf("Redis is not reachable at %s: %v (set ALICIA_SKIP_INTEGRATION=1 to skip)", addr, err)
+			testenv.Unavailable(t, "Redis is not reachable at %s: %v", addr, err)
 		}
 		if n == 0 {
 			t.Cleanup(func() {
@@ -59,31 +55,7 @@ func redisDB(t *testing.T) (string, int) {
 	return "", 0
 }
 
-// botBinDir holds the binary buildBot built; TestMain removes it.
-var botBinDir string
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if botBinDir != "" {
-		os.RemoveAll(botBinDir)
-	}
-	os.Exit(code)
-}
-
-// buildBot builds the alicia binary once per test binary.
-var buildBot = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "alicia-bench-bin-")
-	if err != nil {
-		return "", err
-	}
-	botBinDir = dir
-	bin := filepath.Join(dir, "alicia")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/alicia-voice/alicia/cmd/alicia").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("build alicia: %v\n%s", err, out)
-	}
-	return bin, nil
-})
+func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m)) }
 
 // acceptedJobs reads a bot's count of jobs it took from its /metrics.
 func acceptedJobs(t *testing.T, b *bot) int {

@@ -26,11 +26,7 @@ func processTest(t *testing.T, cost string) string {
 		testenv.Unavailable(t, "%v", err)
 	}
 	lksdk.SetLogger(protoLogger.GetDiscardLogger())
-	bin, err := buildBot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
+	return testenv.AliciaBinary(t)
 }
 
 // twoNodes starts two livekit-server nodes sharing a Redis database of

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/alicia-voice/alicia/internal/testenv"
 )
 
 // The voice benchmark at two users, each asking a question and talking
@@ -12,6 +14,7 @@ import (
 // transcribed and answered aloud, the interruption silences the bot, and
 // the bot's histograms hold a sample of every stage of every turn.
 func TestVoiceBenchmark(t *testing.T) {
+	testenv.RealTime(t)
 	bin := processTest(t, "runs the voice benchmark: livekit-server, the bot and the speech servers")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

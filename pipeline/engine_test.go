@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/llm"
 	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/reasoning"
@@ -467,8 +468,13 @@ func TestFakeFaceBackendFailure(t *testing.T) {
 	if e.Code != wire.CodeServiceUnavailable || !strings.Contains(e.Message, "the stream broke") || !finalOf(got) {
 		t.Fatalf("failure: %s %+v", describeBodies(got), e)
 	}
-	h, _ := r.store.History(context.Background(), "conv_fake")
-	if h[1].Status != storage.StatusFailed || h[1].Content != "Half an answer. " {
+	// The error goes out before the store's next batch holds the record.
+	var h []storage.Entry
+	testenv.Eventually(t, "the failed answer's record", func() bool {
+		h, _ = r.store.History(context.Background(), "conv_fake")
+		return len(h) > 1 && h[1].Status == storage.StatusFailed
+	})
+	if h[1].Content != "Half an answer. " {
 		t.Fatalf("stored %+v", h[1])
 	}
 }

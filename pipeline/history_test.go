@@ -38,7 +38,7 @@ func TestHistoryReadOnceUntilAnotherProcessWrites(t *testing.T) {
 		t.Cleanup(func() { p.Close(context.Background()) })
 		// Until its listener is connected a store cannot tell, and the
 		// history is read at every turn.
-		eventually(t, "the store listening", func() bool { _, ok := p.HistoryVersion("conv_pg"); return ok })
+		testenv.Eventually(t, "the store listening", func() bool { _, ok := p.HistoryVersion("conv_pg"); return ok })
 		return p
 	}
 	here := &readCounting{Postgres: open()}
@@ -61,11 +61,11 @@ func TestHistoryReadOnceUntilAnotherProcessWrites(t *testing.T) {
 	// the other store heard them, and then this one heard a later write of
 	// the other's (announcements arrive in commit order), the next turn
 	// still reads nothing.
-	eventually(t, "this process's turns announced", func() bool { w, _ := there.HistoryVersion("conv_pg"); return w != thereBefore })
+	testenv.Eventually(t, "this process's turns announced", func() bool { w, _ := there.HistoryVersion("conv_pg"); return w != thereBefore })
 	xBefore, _ := here.HistoryVersion("conv_x")
 	there.SaveConversation(storage.Conversation{ID: "conv_x", Owner: "bob", CreatedAt: time.Now()})
 	there.SaveMessage(storage.Message{ID: "m_x", ConversationID: "conv_x", Role: "user", Content: "elsewhere", Status: storage.StatusComplete})
-	eventually(t, "the other process's write announced", func() bool { w, _ := here.HistoryVersion("conv_x"); return w != xBefore })
+	testenv.Eventually(t, "the other process's write announced", func() bool { w, _ := here.HistoryVersion("conv_x"); return w != xBefore })
 	ask(c, face, 3, "third")
 	if n := here.reads.Load(); n != 1 {
 		t.Fatalf("history read %d times in three turns", n)
@@ -76,7 +76,7 @@ func TestHistoryReadOnceUntilAnotherProcessWrites(t *testing.T) {
 	other := pipeline.NewEngine(pipeline.Config{LLM: newModel(plain), Thinking: true}, there).Open("conv_pg")
 	t.Cleanup(other.Close)
 	ask(other, newFace(streamingFull), 1, "elsewhere")
-	eventually(t, "the other process's turn announced", func() bool { w, _ := here.HistoryVersion("conv_pg"); return w != v })
+	testenv.Eventually(t, "the other process's turn announced", func() bool { w, _ := here.HistoryVersion("conv_pg"); return w != v })
 	ask(c, face, 4, "fourth")
 	var users []string
 	for _, msg := range m.request(3).Messages {
@@ -89,17 +89,5 @@ func TestHistoryReadOnceUntilAnotherProcessWrites(t *testing.T) {
 	}
 	if n := here.reads.Load(); n != 2 {
 		t.Fatalf("history read %d times, want 2", n)
-	}
-}
-
-// eventually waits for cond, which another process's work makes true.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -2,15 +2,8 @@ package pipeline_test
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,65 +24,6 @@ var tideScenario = standin.Scenario{Name: "tides", Match: "(?i)tide", Rounds: []
 	Reasoning: []string{routedReasoning, "I will say so in one sentence."},
 	Answer:    routedAnswer,
 }}}
-
-// routedModel is one model name, "assistant", served by a router in front
-// of a 2504 hybrid and a Thinking-2507 deployment, both without a
-// reasoning parser; the test says where the next request goes. It keeps
-// every chat request's body as the servers received it.
-type routedModel struct {
-	URL      string
-	thinking atomic.Bool
-
-	mu     sync.Mutex
-	bodies []map[string]any
-}
-
-func newRoutedModel(t testing.TB) *routedModel {
-	t.Helper()
-	m := &routedModel{}
-	backend := func(weights string) http.Handler {
-		s, err := standin.New([]standin.Scenario{tideScenario}, standin.Pacing{}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Serve("assistant", weights)
-		s.Recorded = func(_ *http.Request, body []byte) {
-			var v map[string]any
-			_ = json.Unmarshal(body, &v)
-			m.mu.Lock()
-			m.bodies = append(m.bodies, v)
-			m.mu.Unlock()
-		}
-		ts := httptest.NewServer(s.Handler())
-		t.Cleanup(ts.Close)
-		u, _ := url.Parse(ts.URL)
-		p := httputil.NewSingleHostReverseProxy(u)
-		p.FlushInterval = -1
-		return p
-	}
-	hybrid, thinking := backend("Qwen/Qwen3-8B"), backend("Qwen/Qwen3-4B-Thinking-2507")
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		// A router forwards chat completions only: nothing to ask.
-		if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/chat/completions") {
-			http.NotFound(w, r)
-			return
-		}
-		if m.thinking.Load() {
-			thinking.ServeHTTP(w, r)
-			return
-		}
-		hybrid.ServeHTTP(w, r)
-	}))
-	t.Cleanup(ts.Close)
-	m.URL = ts.URL
-	return m
-}
-
-func (m *routedModel) last() map[string]any {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.bodies[len(m.bodies)-1]
-}
 
 // assistantContents are the assistant messages of a chat request.
 func assistantContents(b map[string]any) []string {
@@ -121,7 +55,7 @@ func retractedIDs(b []sentBody) []string {
 // reasoning steps, and neither storage nor the next turn's history holds
 // them. The turn before, a normal one, retracts nothing.
 func TestBareThinkEndRetractsTheAnswerSoFar(t *testing.T) {
-	model := newRoutedModel(t)
+	model := testenv.NewRoutedModel(t, tideScenario)
 	client, err := llm.New(llm.Config{Backend: "openai", URL: model.URL + "/vllm-noparser/v1", Model: "assistant"})
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +88,7 @@ func TestBareThinkEndRetractsTheAnswerSoFar(t *testing.T) {
 	}
 
 	// The Thinking-2507 deployment behind the same name.
-	model.thinking.Store(true)
+	model.Thinking.Store(true)
 	got = ask("msg_2", "And the tide tables?")
 	sentences := all[*wire.AssistantSentence](got)
 	ids := retractedIDs(got)
@@ -199,7 +133,7 @@ func TestBareThinkEndRetractsTheAnswerSoFar(t *testing.T) {
 
 	// The next turn's history holds the answer only.
 	ask("msg_3", "Thanks, and the tides again?")
-	history := assistantContents(model.last())
+	history := assistantContents(model.Last())
 	if len(history) != 2 || history[1] != routedAnswer {
 		t.Fatalf("history sent to the model: %q", history)
 	}
@@ -226,81 +160,6 @@ func TestBareThinkEndRetractsTheAnswerSoFar(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(steps, "\n\n"), routedReasoning) {
 		t.Fatalf("stored steps %q", steps)
-	}
-}
-
-// Over a real livekit-server: a client in the room receives the
-// retraction for every sentence of reasoning it was sent as answer, and
-// the answer itself stays.
-func TestBareThinkEndRetractionReachesTheRoom(t *testing.T) {
-	lk := testenv.StartLiveKit(t)
-	model := newRoutedModel(t)
-	client, err := llm.New(llm.Config{Backend: "openai", URL: model.URL + "/vllm-noparser/v1", Model: "assistant"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := startAgent(t, lk, client, storage.NewMemory(storage.ReasoningPlain))
-	alice := join(t, lk, cfg, "conv_routed_room", "alice")
-	alice.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
-	alice.send(&wire.Configuration{Features: []string{wire.FeatureStreaming, wire.FeatureReasoningSteps}})
-	alice.until("configured", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 1 })
-
-	finals := func(n int) func([]*wire.Envelope) bool {
-		return func(g []*wire.Envelope) bool {
-			c := 0
-			for _, e := range g {
-				if s, ok := e.Body.(*wire.AssistantSentence); ok && s.IsFinal {
-					c++
-				}
-			}
-			return c >= n
-		}
-	}
-	alice.send(&wire.UserMessage{ID: "msg_r1", ConversationID: "conv_routed_room", Content: "Why are there tides?"})
-	alice.until("the first answer", finals(1))
-	model.thinking.Store(true)
-	alice.send(&wire.UserMessage{ID: "msg_r2", ConversationID: "conv_routed_room", Content: "And the tide tables?"})
-	got := alice.until("the second answer", finals(2))
-
-	var start *wire.StartAnswer
-	for _, e := range got {
-		if b, ok := e.Body.(*wire.StartAnswer); ok && b.PreviousID == "msg_r2" {
-			start = b
-		}
-	}
-	if start == nil {
-		t.Fatal("no StartAnswer for the second question")
-	}
-	texts := map[string]string{}
-	var order []string
-	retracted := map[string]bool{}
-	for _, e := range got {
-		switch b := e.Body.(type) {
-		case *wire.AssistantSentence:
-			if b.PreviousID == start.ID {
-				texts[b.ID] = b.Text
-				order = append(order, b.ID)
-			}
-		case *wire.Acknowledgement:
-			if b.Notes == pipeline.NoteRetracted {
-				if _, ok := texts[b.AcknowledgedMessageID]; !ok {
-					t.Fatalf("retraction of %s, not a sentence of the answer received before it", b.AcknowledgedMessageID)
-				}
-				retracted[b.AcknowledgedMessageID] = true
-			}
-		}
-	}
-	if len(retracted) == 0 {
-		t.Fatalf("nothing retracted of %q", texts)
-	}
-	var kept []string
-	for _, id := range order {
-		if !retracted[id] && texts[id] != "" {
-			kept = append(kept, texts[id])
-		}
-	}
-	if strings.Join(kept, " ") != routedAnswer {
-		t.Fatalf("the client is left with %q", kept)
 	}
 }
 

@@ -8,13 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/livekit/protocol/auth"
-
+	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/llm"
 	"github.com/alicia-voice/alicia/llm/standin"
 	"github.com/alicia-voice/alicia/pipeline"
 	aguiface "github.com/alicia-voice/alicia/pipeline/agui"
-	"github.com/alicia-voice/alicia/room"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire/agui"
 )
@@ -23,7 +21,6 @@ import (
 // cut by the budget ends its span with a CUSTOM event saying so, then
 // REASONING_END, before the answer.
 func TestAGUIRunThinkingChoice(t *testing.T) {
-	const key, secret = "APIkey", "a-secret-long-enough-for-livekit-0123456789"
 	base, rec := startThinkingStandin(t, standin.Pacing{TTFTMs: 5, TokenMs: 5})
 	client, err := llm.New(oa("vllm", llm.FlavorGeneric)(base))
 	if err != nil {
@@ -34,20 +31,19 @@ func TestAGUIRunThinkingChoice(t *testing.T) {
 		Typed:  pipeline.Thinking{Mode: pipeline.ThinkingBudget, Budget: pipeline.Budget{Duration: 300 * time.Millisecond}},
 		Spoken: pipeline.Thinking{Mode: pipeline.ThinkingOff},
 	}}, store)
-	api := httptest.NewServer(aguiface.New(e, store, room.BearerIdentity(key, secret)))
+	api := httptest.NewServer(aguiface.New(e, store, asCaller))
 	defer api.Close()
 	run := func(thread, thinking string) []agui.Event {
-		tok, _ := auth.NewAccessToken(key, secret).SetIdentity("nell").SetValidFor(time.Hour).ToJWT()
 		body := `{"threadId":"` + thread + `","runId":"r1","messages":[{"id":"u1","role":"user","content":"A hard one: is it so?"}],` +
 			`"forwardedProps":{"reasoning":"full","thinking":"` + thinking + `"}}`
 		req, _ := http.NewRequest(http.MethodPost, api.URL, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Authorization", "Bearer nell")
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer res.Body.Close()
-		return readEvents(t, res.Body)
+		return testenv.AGUIEvents(t, res.Body)
 	}
 	types := func(events []agui.Event) []agui.EventType {
 		var out []agui.EventType

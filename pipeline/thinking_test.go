@@ -185,7 +185,9 @@ func TestReasoningBudgetCutsTheThinking(t *testing.T) {
 			conv, store := budgetRig(t, bk.config(base))
 			face := newFace(streamingFull)
 			turn := conv.Ask(context.Background(), face, "alice", &wire.UserMessage{ID: "msg_1", ConversationID: "conv_fake", Content: "A hard one: is it so?"},
-				pipeline.Spoken(), pipeline.WithReasoningBudget(300*time.Millisecond, 0))
+				// Long enough for the first step on a loaded machine (300 ms
+				// was not always); the stand-in's thinking lasts longer.
+				pipeline.Spoken(), pipeline.WithReasoningBudget(time.Second, 0))
 			if turn == nil {
 				t.Fatal("no turn")
 			}

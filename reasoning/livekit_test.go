@@ -22,6 +22,9 @@ func TestDeliveryOverLiveKit(t *testing.T) {
 		mu  sync.Mutex
 		got []*wire.Envelope
 		all int
+		// barrier is set by the packet the bot sends last: the bot's
+		// reliable packets arrive in order, so every step has come before.
+		barrier bool
 	}
 	join := func(identity string, box *inbox) *lksdk.Room {
 		cb := lksdk.NewRoomCallback()
@@ -33,6 +36,10 @@ func TestDeliveryOverLiveKit(t *testing.T) {
 				}
 				box.mu.Lock()
 				defer box.mu.Unlock()
+				if p.Topic == "barrier" {
+					box.barrier = true
+					return
+				}
 				box.all++
 				if env, err := wire.Unmarshal(p.Payload); err == nil {
 					box.got = append(box.got, env)
@@ -52,13 +59,7 @@ func TestDeliveryOverLiveKit(t *testing.T) {
 		join(who, box)
 	}
 	bot := join("bot", nil)
-	deadline := time.Now().Add(10 * time.Second)
-	for len(bot.GetRemoteParticipants()) < 3 {
-		if time.Now().After(deadline) {
-			t.Fatal("participants did not all join")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, "every participant to join", func() bool { return len(bot.GetRemoteParticipants()) >= 3 })
 
 	viewers := []reasoning.Viewer{
 		{Identity: "alice", Mode: reasoning.ModeFull, Partial: true},
@@ -98,20 +99,13 @@ func TestDeliveryOverLiveKit(t *testing.T) {
 		"bob":   {"The user wants Lyon's weather.", "Then answer in Celsius.", "A last thought."},
 		"carol": {"A last thought."},
 	}
-	deadline = time.Now().Add(10 * time.Second)
-	for who, w := range want {
-		box := boxes[who]
-		for {
-			box.mu.Lock()
-			n := len(box.got)
-			box.mu.Unlock()
-			if n >= len(w) || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+	if err := bot.LocalParticipant.PublishDataPacket(lksdk.UserData([]byte("end")), lksdk.WithDataPublishReliable(true),
+		lksdk.WithDataPublishTopic("barrier")); err != nil {
+		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond) // anything extra would have arrived by now
+	for who, box := range boxes {
+		testenv.Eventually(t, who+"'s last packet", func() bool { box.mu.Lock(); defer box.mu.Unlock(); return box.barrier })
+	}
 	for who, w := range want {
 		box := boxes[who]
 		box.mu.Lock()

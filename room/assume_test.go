@@ -29,7 +29,7 @@ import (
 func TestClientThatNeverConfiguresIsServedWithAssumedFeatures(t *testing.T) {
 	lk := testenv.StartLiveKit(t)
 	ctx := context.Background()
-	store, err := storage.Open(ctx, storage.Config{DatabaseURL: testenv.Database(t), Logger: testLogger()})
+	store, err := storage.Open(ctx, storage.Config{DatabaseURL: testenv.Database(t), Logger: testenv.Log(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,10 +44,10 @@ func TestClientThatNeverConfiguresIsServedWithAssumedFeatures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	engine := pipeline.NewEngine(pipeline.Config{LLM: backend, Thinking: true, Logger: testLogger()}, store)
+	engine := pipeline.NewEngine(pipeline.Config{LLM: backend, Thinking: true, Logger: testenv.Log(t)}, store)
 	// The assumed features and the grace are the defaults.
 	cfg := Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-assume"}
-	a := NewAgent(cfg, store, NewMetrics(nil), func(id string) Conversation { return engine.Open(id) }, testLogger())
+	a := NewAgent(cfg, store, NewMetrics(nil), func(id string) Conversation { return engine.Open(id) }, testenv.Log(t))
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); a.Run(runCtx) }()
@@ -176,7 +176,7 @@ func TestGraceEndsWhenTheUserLeaves(t *testing.T) {
 	// The grace never ends by itself here: the test queues its end where
 	// the timer would have, after the leave.
 	s := newSession(context.Background(), SessionConfig{ID: "conv_grace_leave", Store: storage.NewMemory(storage.ReasoningPlain),
-		Open: openEcho, Metrics: NewMetrics(nil), Logger: testLogger(), AssumeAfter: time.Hour}, rec)
+		Open: openEcho, Metrics: NewMetrics(nil), Logger: testenv.Log(t), AssumeAfter: time.Hour}, rec)
 	t.Cleanup(s.Close)
 	message := func(stanza int32, id string) {
 		b, _ := wire.Marshal(&wire.Envelope{StanzaID: stanza, ConversationID: s.ID,

@@ -107,6 +107,7 @@ func recognise(t *testing.T, base string, pcm []int16) string {
 // user's side recognises; the agent state and transcripts arrive as
 // LiveKit's clients read them.
 func TestVoiceTracksOverLiveKit(t *testing.T) {
+	testenv.RealTime(t)
 	lk := testenv.StartLiveKit(t)
 	question, answer := "What is the weather like in Paris today?", "How far is the moon?"
 	speechURL := speechtest.Server(t, question, answer, "stop")

@@ -22,6 +22,7 @@ import (
 // stopMicTrackOnMute) sends nothing at all, and livekit-server then sends
 // a second of Opus silence in its place, which ends the utterance too.
 func TestMicThatGoesQuietEndsTheUtterance(t *testing.T) {
+	testenv.RealTime(t)
 	lk := testenv.StartLiveKit(t)
 	question := "What is the weather like in Paris today?"
 	speechURL := speechtest.Server(t, question)

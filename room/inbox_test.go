@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
 )
@@ -31,7 +32,7 @@ func TestFullInboxRefusesWith504AndLosesNothingAccepted(t *testing.T) {
 	s := newSession(context.Background(), SessionConfig{ID: "conv_flood", Store: storage.NewMemory(storage.ReasoningPlain), Open: func(id string) Conversation {
 		conv.Conversation = openEcho(id)
 		return conv
-	}, Metrics: NewMetrics(nil), Logger: testLogger()}, rec)
+	}, Metrics: NewMetrics(nil), Logger: testenv.Log(t)}, rec)
 	t.Cleanup(s.Close)
 
 	configure(t, s, "u1", 1, 0)

@@ -37,6 +37,7 @@ import (
 // room noise only. The native SDKs' raw PCM and the JavaScript SDK's
 // WebM/Opus are both heard.
 func TestPreconnectQuestionAnswered(t *testing.T) {
+	testenv.RealTime(t)
 	lk := testenv.StartLiveKit(t)
 	const question = "How far is the moon?"
 	a, store := preconnectAgent(t, lk, question)
@@ -200,7 +201,7 @@ func preconnectAgent(t *testing.T, lk *testenv.LiveKit, phrases ...string) (*Age
 	}
 	speech := speechtest.Server(t, phrases...)
 	mem := storage.NewMemory(storage.ReasoningPlain)
-	log := testLogger()
+	log := testenv.Log(t)
 	engine := pipeline.NewEngine(pipeline.Config{LLM: client, Thinking: true, Logger: log}, mem)
 	cfg := Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-preconnect", EmptyTimeout: 5 * time.Second}
 	a := NewAgent(cfg, mem, NewMetrics(nil), func(id string) Conversation { return engine.Open(id) }, log)
@@ -294,7 +295,7 @@ func pcmRecording(v int16, n int) (data []byte, attrs func(track string) func() 
 // is heard first; a recording sent for another participant's track never
 // reaches it.
 func TestPreconnectComesBeforeTheLiveAudio(t *testing.T) {
-	p := newPreconnect(testLogger())
+	p := newPreconnect(testenv.Log(t))
 	p.wait = time.Hour // the recordings come; the wait never ends here
 
 	// Being received when the bot subscribes.
@@ -397,7 +398,7 @@ func TestPreconnectComesBeforeTheLiveAudio(t *testing.T) {
 // is dropped. A recording that cannot be used releases the live audio at
 // once, and holds none of a microphone listened to after it.
 func TestPreconnectThatNeverComes(t *testing.T) {
-	p := newPreconnect(testLogger())
+	p := newPreconnect(testenv.Log(t))
 	p.wait = time.Millisecond
 	sink := newMicSink()
 	in := p.attach("alice", "TR_a", true, sink)
@@ -411,7 +412,7 @@ func TestPreconnectThatNeverComes(t *testing.T) {
 	}
 	_ = in.Close()
 
-	p = newPreconnect(testLogger())
+	p = newPreconnect(testenv.Log(t))
 	p.wait = time.Hour
 	sink = newMicSink()
 	in = p.attach("bob", "TR_b", true, sink)
@@ -469,7 +470,7 @@ func int16Bytes(s []int16) []byte {
 // What the clients send decodes to 16 kHz mono; a stream that does not
 // say what it holds is refused.
 func TestPreconnectDecoding(t *testing.T) {
-	log := testLogger()
+	log := testenv.Log(t)
 	// Stereo PCM at 48 kHz, one second: one channel loud, one silent.
 	stereo := make([]byte, 4*48000)
 	for i := range 48000 {
@@ -496,7 +497,7 @@ func TestPreconnectDecoding(t *testing.T) {
 	}
 
 	// Longer than a client records: announced, or sent.
-	p := newPreconnect(log)
+	p := newPreconnect(testenv.Log(t))
 	long := make([]byte, 2*voice.InputRate*(preconnectMaxSeconds+1))
 	size := uint64(preconnectMaxPCMBytes + 1)
 	_, attrs := pcmRecording(0, 0)

@@ -9,6 +9,7 @@ import (
 	"github.com/livekit/protocol/livekit"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/llm/standin"
 	"github.com/alicia-voice/alicia/reasoning"
 	"github.com/alicia-voice/alicia/storage"
@@ -34,7 +35,7 @@ func BenchmarkReasoningStreamBytes(b *testing.B) {
 	for b.Loop() {
 		rec := &streamRecorder{recorder: &recorder{}}
 		s := newSession(context.Background(), SessionConfig{ID: "conv_bytes", Store: storage.NewMemory(storage.ReasoningPlain),
-			Open: openEcho, Metrics: NewMetrics(nil), Logger: testLogger()}, rec)
+			Open: openEcho, Metrics: NewMetrics(nil), Logger: testenv.Log(b)}, rec)
 		// Envelopes as the session frames them (its writer sends only to
 		// members in sync, which this benchmark has none of).
 		stanza := int32(0)

@@ -5,7 +5,6 @@ import (
 	"os"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/storage"
@@ -45,10 +44,10 @@ func TestLiveKitRestartsLoseNothing(t *testing.T) {
 		c2 := joinAs(t, e, conv, "alice")
 		c2.wait("a greeting after the restart", func(g []*wire.Envelope) bool { return count[*wire.Configuration](g) > 0 })
 		// LiveKit drops a dispatch that finds no worker registered.
-		eventually(t, "the worker registered again", func() bool { return e.agent.worker.registrations.Load() > int64(k) })
+		testenv.Eventually(t, "the worker registered again", func() bool { return e.agent.worker.registrations.Load() > int64(k) })
 		before := jobs(t, e, "yielded") + jobs(t, e, "accepted")
 		e.agent.redispatch(conv)
-		eventually(t, "the second bot's job", func() bool { return jobs(t, e, "yielded")+jobs(t, e, "accepted") > before })
+		testenv.Eventually(t, "the second bot's job", func() bool { return jobs(t, e, "yielded")+jobs(t, e, "accepted") > before })
 		c2.stanza = int32(1000 * k)
 		c2.send(&wire.Configuration{ConversationID: conv, LastSequenceSeen: lastSeen})
 		all := c2.wait("the final sentence", func(g []*wire.Envelope) bool {
@@ -98,17 +97,4 @@ func countOf(envs []*wire.Envelope, id string) int {
 func jobs(t *testing.T, e *env, outcome string) float64 {
 	t.Helper()
 	return counterValue(t, e.agent.metrics.jobs.WithLabelValues(outcome))
-}
-
-// eventually waits for cond, which an event outside the test's reach
-// makes true.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

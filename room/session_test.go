@@ -111,7 +111,7 @@ func (r *recorder) envelopes(t *testing.T) []*wire.Envelope {
 
 func testSession(t *testing.T, store storage.Store, id string) (*Session, *recorder) {
 	rec := &recorder{}
-	s := newSession(context.Background(), SessionConfig{ID: id, Store: store, Open: openEcho, Metrics: NewMetrics(nil), Logger: testLogger()}, rec)
+	s := newSession(context.Background(), SessionConfig{ID: id, Store: store, Open: openEcho, Metrics: NewMetrics(nil), Logger: testenv.Log(t)}, rec)
 	t.Cleanup(s.Close)
 	return s, rec
 }
@@ -148,7 +148,7 @@ func TestGreetingRepeatedUntilTheChannelOpens(t *testing.T) {
 	session := func(id string) (*Session, *recorder) {
 		rec := &recorder{again: make(chan struct{}), overChannel: -1}
 		s := newSession(context.Background(), SessionConfig{ID: id, Store: storage.NewMemory(storage.ReasoningPlain),
-			Open: openEcho, Metrics: NewMetrics(nil), Logger: testLogger()}, rec)
+			Open: openEcho, Metrics: NewMetrics(nil), Logger: testenv.Log(t)}, rec)
 		t.Cleanup(s.Close)
 		return s, rec
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/storage"
 )
 
@@ -67,7 +68,7 @@ func TestTokenSecretFailuresAreThrottled(t *testing.T) {
 	// existing room lacks a bot, and goes on when it cannot.
 	cfg := Config{LiveKitURL: "ws://127.0.0.1:1", APIKey: "APItest", APISecret: "api-secret-of-this-test", TokenSecret: secret,
 		TokenFailureBurst: 10, TokenFailureEvery: time.Second}
-	a := NewAgent(cfg, storage.NewMemory(storage.ReasoningPlain), metrics, openEcho, testLogger())
+	a := NewAgent(cfg, storage.NewMemory(storage.ReasoningPlain), metrics, openEcho, testenv.Log(t))
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
 	srv := httptest.NewServer(a.tokenHandler(clock.Now, nil))
 	t.Cleanup(srv.Close)
@@ -174,7 +175,7 @@ func TestTokenSecretFailuresAreThrottledInParallel(t *testing.T) {
 	const burst, parallel = 10, 200
 	cfg := Config{LiveKitURL: "ws://127.0.0.1:1", APIKey: "APItest", APISecret: "api-secret-of-this-test", TokenSecret: "the-right-token-secret",
 		TokenFailureBurst: burst, TokenFailureEvery: time.Second}
-	a := NewAgent(cfg, storage.NewMemory(storage.ReasoningPlain), NewMetrics(prometheus.NewRegistry()), openEcho, testLogger())
+	a := NewAgent(cfg, storage.NewMemory(storage.ReasoningPlain), NewMetrics(prometheus.NewRegistry()), openEcho, testenv.Log(t))
 	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
 	reached, gate := make(chan struct{}, parallel), make(chan struct{})
 	srv := httptest.NewServer(a.tokenHandler(clock.Now, func() {
@@ -263,7 +264,7 @@ func TestTokenClientAddressWithPort(t *testing.T) {
 // while the header is not trusted is most likely from a proxy whose
 // clients all share its limit: the server warns about it, once.
 func TestTokenWarnsOnceAboutAnUntrustedProxy(t *testing.T) {
-	var logged lockedBuffer
+	var logged testenv.LogBuffer
 	log := slog.New(slog.NewTextHandler(&logged, nil))
 	cfg := Config{LiveKitURL: "ws://127.0.0.1:1", APIKey: "APItest", APISecret: "api-secret-of-this-test", TokenSecret: "the-right-token-secret"}
 	a := NewAgent(cfg, storage.NewMemory(storage.ReasoningPlain), NewMetrics(prometheus.NewRegistry()), openEcho, log)
@@ -286,22 +287,4 @@ func TestTokenWarnsOnceAboutAnUntrustedProxy(t *testing.T) {
 	if n := strings.Count(logged.String(), "ALICIA_TRUST_FORWARDED_FOR"); n != 1 {
 		t.Fatalf("warned %d times about the proxy, want once:\n%s", n, logged.String())
 	}
-}
-
-// lockedBuffer is a log destination safe for the handler's goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -27,6 +27,7 @@ import (
 // (which does not forward the marker bit the track sets on a talkspurt's
 // first packet, so that is not checked).
 func TestVoiceTrackIsQuietBetweenSounds(t *testing.T) {
+	testenv.RealTime(t)
 	lk := testenv.StartLiveKit(t)
 	const roomName = "conv_voice_dtx"
 	grant := &auth.VideoGrant{RoomJoin: true, Room: roomName, Agent: true}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/alicia-voice/alicia/internal/provider"
 	"github.com/alicia-voice/alicia/internal/speechtest"
+	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/speech"
 	"github.com/alicia-voice/alicia/speech/standin"
 )
@@ -36,6 +37,7 @@ const (
 // counts the bytes clients send it.
 func speechStandin(t testing.TB, sent *atomic.Int64) string {
 	t.Helper()
+	testenv.SpeechEngines(t)
 	s, err := standin.New(standin.Config{Phrases: []string{question, other, "yes"}, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

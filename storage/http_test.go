@@ -28,16 +28,10 @@ func TestHistoryEndpointServesTheOwnerOnly(t *testing.T) {
 			turn(s, "conv_h", "alice", 1, 2, func(i, j int) string { return fmt.Sprintf("thought %d. And more.", j) })
 			if p, ok := s.(*storage.Postgres); ok {
 				// Reads see what the writer committed.
-				deadline := time.Now().Add(5 * time.Second)
-				for {
-					if h, err := p.History(t.Context(), "conv_h"); err == nil && len(h) == 2 && len(h[1].Steps) == 2 {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatal("writes never became visible")
-					}
-					time.Sleep(10 * time.Millisecond)
-				}
+				testenv.Eventually(t, "the writes to become visible", func() bool {
+					h, err := p.History(t.Context(), "conv_h")
+					return err == nil && len(h) == 2 && len(h[1].Steps) == 2
+				})
 			}
 			mux := http.NewServeMux()
 			mux.Handle("GET /v1/conversations/{id}", storage.HistoryHandler(s, room.BearerIdentity(key, secret), func(ctx context.Context, id string) reasoning.Mode {

@@ -360,13 +360,7 @@ func TestSaturationIsReportedAndNothingIsLost(t *testing.T) {
 		t.Fatal("31 queued records over a limit of 10, and not saturated")
 	}
 	cluster.Start()
-	deadline := time.Now().Add(20 * time.Second)
-	for p.Saturated() {
-		if time.Now().After(deadline) {
-			t.Fatal("the queue never drained")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testenv.Eventually(t, "the queue to drain", func() bool { return !p.Saturated() })
 	flush(t, p)
 	assertExactlyOnce(t, cluster.URL, sent)
 }
@@ -423,9 +417,7 @@ func TestPreferenceChangeReachesAnotherProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range []*storage.Postgres{a, b} {
-		if err := eventually(func() bool { m, _ := s.Mode(ctx, "alice"); return m == reasoning.ModeSummary }); err != nil {
-			t.Fatalf("first value: %v", err)
-		}
+		testenv.Eventually(t, "the first value", func() bool { m, _ := s.Mode(ctx, "alice"); return m == reasoning.ModeSummary })
 	}
 	// Both now serve "summary" from memory; b changes it twice.
 	for _, want := range []reasoning.Mode{reasoning.ModeFull, reasoning.ModeOff} {
@@ -433,23 +425,7 @@ func TestPreferenceChangeReachesAnotherProcess(t *testing.T) {
 		if err := b.SetMode(ctx, "alice", want); err != nil {
 			t.Fatal(err)
 		}
-		if err := eventually(func() bool { m, _ := a.Mode(ctx, "alice"); return m == want }); err != nil {
-			m, _ := a.Mode(ctx, "alice")
-			t.Fatalf("process a still serves %s after b set %s", m, want)
-		}
+		testenv.Eventually(t, fmt.Sprintf("process a to serve %s after b set it", want), func() bool { m, _ := a.Mode(ctx, "alice"); return m == want })
 		t.Logf("process a serves %s %v after b set it", want, time.Since(start).Round(time.Millisecond))
 	}
-}
-
-// eventually polls cond for up to 10 s: the change travels through the
-// other store's write queue and a notification.
-func eventually(cond func() bool) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not within 10 s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return nil
 }

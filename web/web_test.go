@@ -21,16 +21,7 @@ import (
 // to a pinned package without npm run build fails here.
 func TestCommittedBundleMatchesSources(t *testing.T) {
 	dir := filepath.Join(testenv.RepoRoot(), "web")
-	node, err := exec.LookPath("node")
-	if err != nil {
-		if os.Getenv("ALICIA_SKIP_INTEGRATION") == "1" {
-			t.Skip("ALICIA_SKIP_INTEGRATION=1 and no node: the bundle cannot be rebuilt here")
-		}
-		t.Fatal("node is not installed: the bundle cannot be rebuilt (scripts/test installs it; ALICIA_SKIP_INTEGRATION=1 skips)")
-	}
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", "esbuild")); err != nil {
-		t.Fatalf("the web client's packages are not installed: run npm install in %s (scripts/test does)", dir)
-	}
+	node := testenv.NodePackages(t, dir)
 	out := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -116,13 +116,7 @@ func serveReads(t *testing.T) map[string]bool {
 // wired, Alicia given only settings serve reads and every setting a
 // production deployment needs, and nothing secret written in it.
 func TestComposeFile(t *testing.T) {
-	bin, err := exec.LookPath("docker-compose")
-	if err != nil && os.Getenv("ALICIA_SKIP_INTEGRATION") == "1" {
-		t.Skip("ALICIA_SKIP_INTEGRATION=1 and docker-compose is not installed (Debian package docker-compose)")
-	}
-	if err != nil {
-		t.Fatalf("docker-compose is not installed (apt-get install docker-compose): %v", err)
-	}
+	bin := testenv.Program(t, "docker-compose", "Debian package docker-compose")
 	root := testenv.RepoRoot()
 	raw, err := os.ReadFile(filepath.Join(root, "docker-compose.yml"))
 	if err != nil {

@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/alicia-voice/alicia/internal/testenv"
 )
+
+func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m)) }
 
 func runCLI(t *testing.T, stdin []byte, args ...string) (int, string, string) {
 	t.Helper()

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"regexp"
 	"testing"
@@ -19,10 +20,10 @@ import (
 func TestPreferencesSharedByTwoServeProcesses(t *testing.T) {
 	lk := testenv.StartLiveKit(t)
 	db := testenv.Database(t)
-	bin := buildAlicia(t)
+	bin := testenv.AliciaBinary(t)
 	env := []string{"ALICIA_LIVEKIT_URL=" + lk.URL, "ALICIA_LIVEKIT_API_KEY=" + lk.APIKey, "ALICIA_LIVEKIT_API_SECRET=" + lk.APISecret,
 		"ALICIA_DATABASE_URL=" + db, "ALICIA_VOICE=off", "ALICIA_REASONING_DEFAULT=full"}
-	api := func(out *syncBuffer) string {
+	api := func(out *testenv.LogBuffer) string {
 		return waitFor(t, out, "the HTTP address", regexp.MustCompile(`HTTP API on (http://\S+)`))[1]
 	}
 	_, outA := runServeProcess(t, bin, env...)
@@ -62,12 +63,6 @@ func TestPreferencesSharedByTwoServeProcesses(t *testing.T) {
 		if got := call("PUT", step.via, map[string]string{"reasoning": step.set}); got != step.set {
 			t.Fatalf("PUT %s answered %q", step.set, got)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for got := call("GET", step.read, nil); got != step.set; got = call("GET", step.read, nil) {
-			if time.Now().After(deadline) {
-				t.Fatalf("the other process still serves %q 10 s after %q was chosen", got, step.set)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		testenv.Eventually(t, fmt.Sprintf("the other process to serve %q", step.set), func() bool { return call("GET", step.read, nil) == step.set })
 	}
 }

@@ -21,31 +21,20 @@ import (
 // startServeProcess builds alicia and runs `alicia serve` as a real
 // process with nothing configured, so that it starts its own
 // livekit-server; it returns the process and the livekit-server's pid.
-func startServeProcess(t *testing.T) (*exec.Cmd, *syncBuffer, int) {
+func startServeProcess(t *testing.T) (*exec.Cmd, *testenv.LogBuffer, int) {
 	t.Helper()
 	if _, err := lkserver.Binary(); err != nil {
 		testenv.StartLiveKit(t) // fails (or skips) with the reason
 	}
-	cmd, out := runServeProcess(t, buildAlicia(t))
+	cmd, out := runServeProcess(t, testenv.AliciaBinary(t))
 	lk := childNamed(t, cmd.Process.Pid, "livekit-server")
 	t.Cleanup(func() { _ = syscall.Kill(lk, syscall.SIGKILL) })
 	return cmd, out, lk
 }
 
-// buildAlicia builds the alicia binary for a test's processes.
-func buildAlicia(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "alicia")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // runServeProcess runs `alicia serve` on a free HTTP port with only the
 // ALICIA_ settings given in env, and waits for its banner.
-func runServeProcess(t *testing.T, bin string, env ...string) (*exec.Cmd, *syncBuffer) {
+func runServeProcess(t *testing.T, bin string, env ...string) (*exec.Cmd, *testenv.LogBuffer) {
 	t.Helper()
 	cmd := exec.Command(bin, "serve", "-http-addr", "127.0.0.1:0")
 	for _, kv := range os.Environ() {
@@ -54,7 +43,7 @@ func runServeProcess(t *testing.T, bin string, env ...string) (*exec.Cmd, *syncB
 		}
 	}
 	cmd.Env = append(cmd.Env, env...)
-	var out syncBuffer
+	var out testenv.LogBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -126,7 +115,7 @@ func TestCtrlCExitsCleanly(t *testing.T) {
 	cmd, out, lk := startServeProcess(t)
 	m := waitFor(t, out, "the chat command", regexp.MustCompile(`alicia chat -api (\S+) -secret (\S+)`))
 	stdinR, stdinW := io.Pipe()
-	var chatOut syncBuffer
+	var chatOut testenv.LogBuffer
 	chatted := make(chan error, 1)
 	go func() {
 		chatted <- runChat(context.Background(), []string{"-api", m[1], "-secret", m[2]}, stdinR, &chatOut, io.Discard)
@@ -180,7 +169,7 @@ func TestStartScriptCtrlCExitsZero(t *testing.T) {
 	}
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // a terminal's foreground group
-	var out syncBuffer
+	var out testenv.LogBuffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

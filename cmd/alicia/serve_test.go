@@ -5,7 +5,6 @@ import (
 	"io"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,25 +12,7 @@ import (
 	"github.com/alicia-voice/alicia/internal/testenv"
 )
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func waitFor(t *testing.T, b *syncBuffer, what string, re *regexp.Regexp) []string {
+func waitFor(t *testing.T, b *testenv.LogBuffer, what string, re *regexp.Regexp) []string {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -56,13 +37,13 @@ func TestServeAndChat(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut testenv.LogBuffer
 	served := make(chan error, 1)
 	go func() { served <- runServe(ctx, []string{"-http-addr", "127.0.0.1:0"}, nil, &out, &errOut) }()
 	m := waitFor(t, &out, "the chat command", regexp.MustCompile(`alicia chat -api (\S+) -secret (\S+)`))
 
 	stdinR, stdinW := io.Pipe()
-	var chatOut syncBuffer
+	var chatOut testenv.LogBuffer
 	chatted := make(chan error, 1)
 	go func() { chatted <- runChat(ctx, []string{"-api", m[1], "-secret", m[2]}, stdinR, &chatOut, io.Discard) }()
 	waitFor(t, &chatOut, "the prompt", regexp.MustCompile(`Joined conv_`))

@@ -64,10 +64,10 @@ func starterServer(t *testing.T, args ...string) (*testenv.LiveKit, string) {
 
 // serveForTest runs alicia serve with args until the test ends and
 // returns its standard output; its log is shown when the test failed.
-func serveForTest(t *testing.T, args ...string) *syncBuffer {
+func serveForTest(t *testing.T, args ...string) *testenv.LogBuffer {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errOut syncBuffer
+	var out, errOut testenv.LogBuffer
 	served := make(chan error, 1)
 	go func() { served <- runServe(ctx, args, nil, &out, &errOut) }()
 	t.Cleanup(func() {

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -568,11 +567,8 @@ func runs(samples []levelSample, level func(levelSample) float64, gapMs float64)
 // it. The hum over the next answer only pauses it: it resumes and is
 // heard to the end, unmarked.
 func TestWebClientVoice(t *testing.T) {
-	for _, bin := range []string{"espeak-ng", "sox"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Skipf("%s is not installed (.ci/run installs it)", bin)
-		}
-	}
+	testenv.RealTime(t)
+	testenv.SpeechEngines(t)
 	question, interruption := "How far is the moon?", "What is the weather like in Paris today?"
 	dir := t.TempDir()
 	phrases := filepath.Join(dir, "phrases.txt")
@@ -834,9 +830,10 @@ const heldMarker = "kept back"
 // answer that starts with it is spoken, and never heard.
 func heldSynthesis(t *testing.T, marker string) string {
 	t.Helper()
+	testenv.SpeechEngines(t)
 	sp, err := speechstandin.New(speechstandin.Config{Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
-		t.Skipf("no speech stand-in: %v", err)
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sp.Close() })
 	next := sp.Handler()
@@ -911,6 +908,7 @@ const cutBeforeAWordScript = `(async () => {
 // stores it, live: nothing heard, marked interrupted; and the next
 // answer, heard whole, unmarked.
 func TestWebClientCutBeforeAWord(t *testing.T) {
+	testenv.RealTime(t)
 	t.Setenv("ALICIA_STT_URL", "")
 	t.Setenv("ALICIA_TTS_URL", "")
 	tts := heldSynthesis(t, heldMarker)

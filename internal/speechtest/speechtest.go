@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/speech"
 	"github.com/alicia-voice/alicia/speech/standin"
 )
@@ -35,6 +36,8 @@ func Server(t testing.TB, phrases ...string) string {
 // pocketsphinx recognises well) and returns it as mono PCM at sampleRate.
 func Render(t testing.TB, text string, rate, sampleRate int) []int16 {
 	t.Helper()
+	testenv.Program(t, "espeak-ng", "Debian package espeak-ng")
+	testenv.Program(t, "sox", "Debian package sox")
 	pcm, err := Speak(text, rate, sampleRate)
 	if err != nil {
 		t.Fatal(err)

@@ -48,13 +48,7 @@ func ArtifactsDir() string {
 func Browser(t testing.TB, ctx context.Context, script string, input, out any) {
 	t.Helper()
 	chromium := Chromium(t)
-	node, err := exec.LookPath("node")
-	if err != nil {
-		Unavailable(t, "node is not installed (scripts/test installs it)")
-	}
-	if _, err := os.Stat(filepath.Join(NodeDir(), "node_modules", "playwright-core")); err != nil {
-		Unavailable(t, "playwright-core is not installed: run npm install in %s", NodeDir())
-	}
+	node := NodePackages(t, NodeDir())
 	in, err := json.Marshal(input)
 	if err != nil {
 		t.Fatal(err)

@@ -38,7 +38,9 @@ func StartLiveKit(t testing.TB) *LiveKit {
 		if t.Failed() {
 			t.Logf("livekit-server output (last lines):\n%s", s.Logs.String())
 		}
-		s.Stop()
+		// Killed, not stopped: it holds nothing to save, and a SIGTERM
+		// makes it wait out its 2 s grace.
+		s.Kill()
 	})
 	return &LiveKit{s}
 }

@@ -50,13 +50,7 @@ func TestLiveKitCarriesAnEnvelope(t *testing.T) {
 	defer user.Disconnect()
 
 	// LiveKit delivers data only to participants already in the room.
-	deadline := time.Now().Add(10 * time.Second)
-	for user.GetParticipantByIdentity("bot") == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the user never saw the bot join")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, "the user to see the bot join", func() bool { return user.GetParticipantByIdentity("bot") != nil })
 
 	sent := &wire.Envelope{StanzaID: 1, ConversationID: room, Body: &wire.UserMessage{
 		ID: wire.NewID("msg"), ConversationID: room, Content: "Is anyone there?", Timestamp: time.Now().UnixMilli(),

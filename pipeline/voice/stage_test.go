@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/alicia-voice/alicia/internal/speechtest"
+	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/pipeline/voice"
 	"github.com/alicia-voice/alicia/speech"
@@ -288,6 +289,7 @@ const (
 // speechServer is the stand-in, counting synthesis requests.
 func speechServer(t testing.TB) (string, *atomic.Int32) {
 	t.Helper()
+	testenv.SpeechEngines(t)
 	s, err := standin.New(standin.Config{Phrases: []string{question, other, "yes"}, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)

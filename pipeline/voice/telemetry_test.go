@@ -1,14 +1,12 @@
 package voice_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"maps"
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/alicia-voice/alicia/internal/speechtest"
 	"github.com/alicia-voice/alicia/internal/telemetry"
 	"github.com/alicia-voice/alicia/internal/telemetry/telemetrytest"
+	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/llm"
 	llmstandin "github.com/alicia-voice/alicia/llm/standin"
 	"github.com/alicia-voice/alicia/pipeline"
@@ -47,24 +46,6 @@ func (r reported) TurnEnded(rep pipeline.TurnReport) {
 	r.ch <- rep
 }
 
-// syncBuffer is a log the test reads while the stage writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // A spoken question through the stage and the engine, with the model and
 // speech stand-ins, gives one sample of each stage of the voice turn
 // histogram, and one trace: a "turn" span with a child span per stage,
@@ -74,7 +55,7 @@ func TestVoiceTurnTelemetry(t *testing.T) {
 	rx := telemetrytest.NewReceiver(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var logs syncBuffer
+	var logs testenv.LogBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	tp, shutdown, err := telemetry.Tracing(ctx, log)
 	if err != nil {

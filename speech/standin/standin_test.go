@@ -12,6 +12,7 @@ import (
 
 	"github.com/alicia-voice/alicia/internal/provider"
 	"github.com/alicia-voice/alicia/internal/speechtest"
+	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/speech"
 	"github.com/alicia-voice/alicia/speech/standin"
 )
@@ -20,6 +21,7 @@ var phrases = []string{"what is the weather like in paris today", "how far is th
 
 func serve(t *testing.T, cfg standin.Config) string {
 	t.Helper()
+	testenv.SpeechEngines(t)
 	s, err := standin.New(cfg)
 	if err != nil {
 		t.Fatal(err)

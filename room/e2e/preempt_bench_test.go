@@ -1,4 +1,4 @@
-package pipeline_test
+package e2e
 
 import (
 	"context"
@@ -24,7 +24,7 @@ func BenchmarkPreemptiveGeneration(b *testing.B) {
 	question := "How far is the moon?"
 	for _, on := range []bool{false, true} {
 		b.Run(fmt.Sprintf("preemptive=%v", on), func(b *testing.B) {
-			obs := &preemptions{}
+			obs := newPreemptions()
 			cfg, _, _, _ := voiceAgentWith(b, lk, modelSetup{pacing: standin.RealisticPacing, telemetry: obs,
 				stage: func(c *voice.Config) { c.Preemptive = on }}, question, "you said")
 			rec := &frameRecorder{}

@@ -1,4 +1,4 @@
-package pipeline_test
+package e2e
 
 import (
 	"bufio"
@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -54,7 +53,7 @@ func newHandshakeRig(t *testing.T) *handshakeRig {
 	client, _ := llm.New(llm.Config{Backend: "openai", URL: model.URL + "/vllm/v1", Model: "Qwen3-8B"})
 	store := storage.NewMemory(storage.ReasoningPlain)
 	cfg := room.Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-handshake", TokenSecret: "test-token-secret"}
-	var logs syncLog
+	var logs testenv.LogBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -289,13 +288,11 @@ func goClient(t *testing.T, o clientOpts, connected chan<- struct{}) clientResul
 }
 
 // nodeFamily runs a script of internal/testenv/node that prints
-// "connected" and then the result as one JSON line.
-func nodeFamily(script string) family {
+// "connected" and then the result as one JSON line. Its parts are checked
+// here, on the test's goroutine: a client runs on one of its own.
+func nodeFamily(t *testing.T, script string) family {
+	node := testenv.NodePackages(t, testenv.NodeDir())
 	return func(t *testing.T, o clientOpts, connected chan<- struct{}) clientResult {
-		node, err := exec.LookPath("node")
-		if err != nil {
-			testenv.Unavailable(t, "node is not installed")
-		}
 		arg, _ := json.Marshal(o)
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -415,9 +412,7 @@ func (r *handshakeRig) withDispatchAfterConnect(t *testing.T, name string, run f
 // browserFamily runs the handshake page in Chromium, served by the test
 // with the npm builds of livekit-client and @msgpack/msgpack.
 func browserFamily(t *testing.T) family {
-	if _, err := exec.LookPath("chromium"); err != nil && os.Getenv("ALICIA_CHROMIUM") == "" {
-		testenv.Unavailable(t, "chromium is not installed (.ci/run installs it)")
-	}
+	testenv.Chromium(t)
 	dir := testenv.NodeDir()
 	files := map[string]string{
 		"/":                      "handshake-page.html",
@@ -440,7 +435,7 @@ func browserFamily(t *testing.T) family {
 		http.ServeFile(w, r, filepath.Join(dir, f))
 	}))
 	t.Cleanup(page.Close)
-	run := nodeFamily("handshake-browser.mjs")
+	run := nodeFamily(t, "handshake-browser.mjs")
 	return func(t *testing.T, o clientOpts, connected chan<- struct{}) clientResult {
 		o.Page = page.URL + "/"
 		return run(t, o, connected)
@@ -451,7 +446,7 @@ func TestHandshakeGoClient(t *testing.T) { joinOrders(t, goClient) }
 
 func TestHandshakeBrowserClient(t *testing.T) { joinOrders(t, browserFamily(t)) }
 
-func TestHandshakeRTCNodeClient(t *testing.T) { joinOrders(t, nodeFamily("handshake-rtc-node.mjs")) }
+func TestHandshakeRTCNodeClient(t *testing.T) { joinOrders(t, nodeFamily(t, "handshake-rtc-node.mjs")) }
 
 // A client that cannot be known from attributes (its Configuration was
 // lost, its token names no features) is asked, answers, and has its

@@ -1,4 +1,4 @@
-package pipeline_test
+package e2e
 
 import (
 	"context"

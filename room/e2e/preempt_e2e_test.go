@@ -1,4 +1,4 @@
-package pipeline_test
+package e2e
 
 import (
 	"context"
@@ -7,9 +7,12 @@ import (
 	"time"
 
 	lkmedia "github.com/livekit/server-sdk-go/v2/pkg/media"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/alicia-voice/alicia/internal/speechtest"
+	"github.com/alicia-voice/alicia/internal/telemetry"
 	"github.com/alicia-voice/alicia/internal/testenv"
+	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/pipeline/voice"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
@@ -51,11 +54,39 @@ func seenOf(got []*wire.Envelope) spokenTurn {
 	return st
 }
 
+// preemptions is the engine's telemetry as /metrics counts it.
+type preemptions struct {
+	*telemetry.Turns
+	reg *prometheus.Registry
+}
+
+func newPreemptions() *preemptions {
+	reg := prometheus.NewRegistry()
+	return &preemptions{telemetry.NewTurns(reg, nil), reg}
+}
+
+// counts reads the preemptive turns' counter by outcome.
+func (p *preemptions) counts() (taken, used, discarded int) {
+	n := map[string]int{}
+	families, _ := p.reg.Gather()
+	for _, f := range families {
+		if f.GetName() != "alicia_voice_preemptive_turns_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				n[l.GetValue()] = int(m.GetCounter().GetValue())
+			}
+		}
+	}
+	return n[pipeline.PreemptTaken], n[pipeline.PreemptUsed], n[pipeline.PreemptDiscarded]
+}
+
 // preemptiveAgent is the voice bot with preemptive generation on, the
 // real engine, the speech stand-in and the Qwen3 stand-in; obs hears the
 // engine's telemetry.
 func preemptiveAgent(t *testing.T, lk *testenv.LiveKit, silence time.Duration, phrases ...string) (*preemptions, func() (*user, *lkmedia.PCMLocalTrack), storage.Store) {
-	obs := &preemptions{}
+	obs := newPreemptions()
 	cfg, store, _, _ := voiceAgentWith(t, lk, modelSetup{telemetry: obs, stage: func(c *voice.Config) {
 		c.Preemptive = true
 		c.Endpoint.Silence = silence
@@ -71,6 +102,7 @@ func preemptiveAgent(t *testing.T, lk *testenv.LiveKit, silence time.Duration, p
 // final transcript says the same; the client sees none of it before the
 // final Transcription, then the whole answer.
 func TestPreemptiveVoiceTurnUsed(t *testing.T) {
+	testenv.RealTime(t)
 	lk := testenv.StartLiveKit(t)
 	question := "How far is the moon?"
 	obs, join, store := preemptiveAgent(t, lk, 500*time.Millisecond, question, "How far is the moon from Mars?")
@@ -102,6 +134,7 @@ func TestPreemptiveVoiceTurnUsed(t *testing.T) {
 // whole question, on its words, may be used). The client sees one answer, to the whole
 // question, with its own steps only; the store keeps only it.
 func TestPreemptiveVoiceTurnDiscarded(t *testing.T) {
+	testenv.RealTime(t)
 	lk := testenv.StartLiveKit(t)
 	// The pause is long enough for the first half to be recognised and a
 	// turn to start in it, and shorter than the silence that ends the

@@ -1,9 +1,7 @@
-package pipeline_test
+package e2e
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -70,29 +68,7 @@ func (e *aguiEnv) run(t *testing.T, identity string, input string) (int, []agui.
 	if resp.StatusCode != 200 {
 		return resp.StatusCode, nil
 	}
-	return 200, readEvents(t, resp.Body)
-}
-
-// readEvents reads an AG-UI SSE stream to its end and checks it keeps
-// the client's rules.
-func readEvents(t *testing.T, body io.Reader) []agui.Event {
-	t.Helper()
-	var events []agui.Event
-	sc := bufio.NewScanner(body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
-			var ev agui.Event
-			if err := json.Unmarshal([]byte(data), &ev); err != nil {
-				t.Fatal(err)
-			}
-			events = append(events, ev)
-		}
-	}
-	if err := agui.CheckAll(events); err != nil {
-		t.Fatalf("the stream breaks the client's rules: %v", err)
-	}
-	return events
+	return 200, testenv.AGUIEvents(t, resp.Body)
 }
 
 func texts(events []agui.Event, typ agui.EventType) string {

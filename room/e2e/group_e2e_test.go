@@ -1,4 +1,4 @@
-package pipeline_test
+package e2e
 
 import (
 	"context"
@@ -140,6 +140,7 @@ func answered(id string) func([]*wire.Envelope) bool {
 // the model reads who said what; and the reasoning goes to alice, who
 // wants it, never to bob, who does not.
 func TestSeveralPeopleInOneRoom(t *testing.T) {
+	testenv.RealTime(t)
 	lk := testenv.StartLiveKit(t)
 	moon, paris := "How far is the moon?", "What is the weather like in Paris today?"
 	cfg, store, requests := groupAgent(t, lk, moon, paris, "you said")

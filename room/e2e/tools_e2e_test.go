@@ -1,4 +1,4 @@
-package pipeline_test
+package e2e
 
 import (
 	"net/http/httptest"
@@ -174,8 +174,7 @@ func TestStopMidAnswer(t *testing.T) {
 	if !sentences[len(sentences)-1].IsFinal || len(sentences) > 35 {
 		t.Fatalf("%d sentences, last final: %v", len(sentences), sentences[len(sentences)-1].IsFinal)
 	}
-	time.Sleep(200 * time.Millisecond)
-	after := bodies[*wire.AssistantSentence](u.until("nothing more", func([]*wire.Envelope) bool { return true }))
+	after := bodies[*wire.AssistantSentence](u.barrier())
 	if len(after) != len(sentences) {
 		t.Fatalf("%d sentences after the stop", len(after)-len(sentences))
 	}
@@ -213,8 +212,7 @@ func TestStopMidReasoning(t *testing.T) {
 		}
 		return false
 	})
-	time.Sleep(300 * time.Millisecond)
-	after := u.until("nothing more", func([]*wire.Envelope) bool { return true })
+	after := u.barrier()
 	if has[*wire.StartAnswer](after) != 0 || has[*wire.ReasoningStep](after) != has[*wire.ReasoningStep](got) {
 		t.Fatalf("after the stop: %d answers, %d steps (%d before)", has[*wire.StartAnswer](after), has[*wire.ReasoningStep](after), has[*wire.ReasoningStep](got))
 	}

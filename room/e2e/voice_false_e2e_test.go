@@ -1,4 +1,4 @@
-package pipeline_test
+package e2e
 
 import (
 	"context"
@@ -55,12 +55,13 @@ func answerAtLength(n int) standin.Scenario {
 // covers a click, and the agent's transcript against the stored cut
 // answer.
 func TestFalseInterruptionsOverLiveKit(t *testing.T) {
+	testenv.RealTime(t)
 	lk := testenv.StartLiveKit(t)
 	q1, q2, q3 := "How far is the moon?", "What is the weather like in Paris today?", "Tell me about the stars instead."
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	obs := newTalkOverLog()
-	var logs syncLog
+	var logs testenv.LogBuffer
 	resumes := &resumeLog{}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -675,6 +676,7 @@ func squeezed(pcm []int16) []int16 {
 // recognise is what a recogniser that knows only phrases hears in pcm.
 func recognise(ctx context.Context, tb testing.TB, phrases []string, pcm []int16) string {
 	tb.Helper()
+	testenv.SpeechEngines(tb)
 	ear, err := speechstandin.New(speechstandin.Config{Phrases: phrases, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		tb.Fatal(err)

@@ -1,16 +1,18 @@
-package pipeline_test
+// Package e2e runs the engine over a real livekit-server, with every kind
+// of client the bot serves: the Go SDK, @livekit/rtc-node, livekit-client
+// in Chromium, by text and by voice. It holds tests only; the engine's own
+// tests (package pipeline) run without LiveKit.
+package e2e
 
 import (
 	"bytes"
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	lksdk "github.com/livekit/server-sdk-go/v2"
 
@@ -66,18 +68,30 @@ func (u *user) send(body wire.Body) {
 }
 
 func (u *user) until(what string, pred func([]*wire.Envelope) bool) []*wire.Envelope {
-	deadline := time.Now().Add(40 * time.Second)
-	for time.Now().Before(deadline) {
+	var got []*wire.Envelope
+	testenv.Eventually(u.t, what, func() bool {
 		u.mu.Lock()
-		got := append([]*wire.Envelope(nil), u.got...)
+		got = append([]*wire.Envelope(nil), u.got...)
 		u.mu.Unlock()
-		if pred(got) {
-			return got
+		return pred(got)
+	})
+	return got
+}
+
+// barrier sends a Commentary and waits for its acknowledgement: the
+// conversation and its outbox are ordered, so whatever the bot sent
+// before that has landed, and what has not come is not coming.
+func (u *user) barrier() []*wire.Envelope {
+	id := wire.NewID("cm")
+	u.send(&wire.Commentary{ID: id, ConversationID: u.room.Name()})
+	return u.until("the barrier's acknowledgement", func(g []*wire.Envelope) bool {
+		for _, a := range bodies[*wire.Acknowledgement](g) {
+			if a.AcknowledgedMessageID == id {
+				return true
+			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	u.t.Fatalf("timed out waiting for %s", what)
-	return nil
+		return false
+	})
 }
 
 func has[T any](envs []*wire.Envelope) int {
@@ -93,7 +107,7 @@ func has[T any](envs []*wire.Envelope) int {
 // startAgent runs a bot with the pipeline on a real livekit-server.
 func startAgent(t testing.TB, lk *testenv.LiveKit, client llm.Client, store storage.Store) room.Config {
 	cfg := room.Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-pipeline"}
-	log := agentLog(t)
+	log := testenv.Log(t)
 	engine := pipeline.NewEngine(pipeline.Config{LLM: client, Thinking: true, Logger: log}, store)
 	agent := room.NewAgent(cfg, store, room.NewMetrics(nil), func(id string) room.Conversation { return engine.Open(id) }, log)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -236,34 +250,4 @@ func TestEncryptedReasoningGoesBackToTheAGUIBackend(t *testing.T) {
 			t.Fatal("an encrypted value reached a LiveKit client")
 		}
 	}
-}
-
-// agentLog is a log for an agent, shown to its debug lines when the test
-// fails: a turn that never came says there where it stopped. Made before
-// the agent, its cleanup runs after the agent's has stopped it.
-func agentLog(t testing.TB) *slog.Logger {
-	var logs syncLog
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("agent log:\n%s", logs.String())
-		}
-	})
-	return slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type syncLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

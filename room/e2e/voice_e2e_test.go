@@ -1,4 +1,4 @@
-package pipeline_test
+package e2e
 
 import (
 	"context"
@@ -104,6 +104,7 @@ func speak(ctx context.Context, mic *lkmedia.PCMLocalTrack, pcm []int16) {
 // bot's track; talking over it stops it, and the stored answer says how
 // much was heard.
 func TestVoiceTurnThroughTheEngine(t *testing.T) {
+	testenv.RealTime(t)
 	lk := testenv.StartLiveKit(t)
 	question, interruption := "How far is the moon?", "What is the weather like in Paris today?"
 	ctx, cancel := context.WithCancel(context.Background())
@@ -333,6 +334,7 @@ func voiceAgentWith(t testing.TB, lk *testenv.LiveKit, ms modelSetup, phrases ..
 	model := httptest.NewServer(s.Handler())
 	t.Cleanup(model.Close)
 	client, _ := llm.New(llm.Config{Backend: "openai", URL: model.URL + "/vllm/v1", Model: "Qwen3-8B"})
+	testenv.SpeechEngines(t)
 	sp, err := speechstandin.New(speechstandin.Config{Phrases: phrases, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -357,7 +359,7 @@ func voiceAgentWith(t testing.TB, lk *testenv.LiveKit, ms modelSetup, phrases ..
 
 	mem := storage.NewMemory(storage.ReasoningPlain)
 	cfg = room.Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-voice"}
-	log := agentLog(t)
+	log := testenv.Log(t)
 	engine := pipeline.NewEngine(pipeline.Config{LLM: client, Thinking: true, ThinkingPolicy: ms.thinking, Telemetry: ms.telemetry, Logger: log}, mem)
 	agent := room.NewAgent(cfg, mem, room.NewMetrics(nil), func(id string) room.Conversation { return engine.Open(id) }, log)
 	stage := voice.Config{
@@ -419,13 +421,7 @@ func TestVoiceOnlyForAudioClients(t *testing.T) {
 	carol.until("configured", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 1 })
 	carol.send(&wire.UserMessage{ID: "msg_audio1", ConversationID: "conv_voice_audio", Content: "Hello?"})
 	carol.until("the final sentence", finalSentence)
-	deadline := time.Now().Add(30 * time.Second)
-	for len(synthesised()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("nothing synthesised for a client with audio_output")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, "a synthesis for a client with audio_output", func() bool { return len(synthesised()) > 0 })
 	if s := synthesised()[0]; !strings.HasPrefix(s, "You said: Hello?") {
 		t.Fatalf("spoke %q first", s)
 	}
@@ -456,13 +452,9 @@ func TestStockClientChat(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The bot's greeting is the barrier after which it hears the room.
-	deadline := time.Now().Add(30 * time.Second)
-	for len(r.GetRemoteParticipants()) == 0 || r.GetRemoteParticipants()[0].Attributes()[room.AgentStateAttribute] == "" {
-		if time.Now().After(deadline) {
-			t.Fatal("no bot in the room")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.Eventually(t, "the bot in the room", func() bool {
+		return len(r.GetRemoteParticipants()) > 0 && r.GetRemoteParticipants()[0].Attributes()[room.AgentStateAttribute] != ""
+	})
 	r.LocalParticipant.SendText("Hello there?", lksdk.StreamTextOptions{Topic: room.ChatTopic})
 	var answer string
 	for answer == "" {
@@ -580,6 +572,7 @@ func (r *frameRecorder) waitFor(tb testing.TB, t time.Time, what string, is func
 // playing), more words: the cue falls silent, and the whole question is
 // answered once and stored as one user message.
 func TestThinkingAloudOverLiveKit(t *testing.T) {
+	testenv.RealTime(t)
 	lk := testenv.StartLiveKit(t)
 	question, more := "How far is the moon?", "What is the weather like in Paris today?"
 	ctx, cancel := context.WithCancel(context.Background())

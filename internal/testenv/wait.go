@@ -1,0 +1,59 @@
+package testenv
+
+import (
+	"bytes"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+)
+
+// EventuallyWithin is how long Eventually waits: long enough for a loaded
+// machine, since a passing test never waits it out.
+const EventuallyWithin = 30 * time.Second
+
+// Eventually waits until cond holds, for a change the test cannot be
+// told of (another process, a server, a store's write queue), and fails
+// the test naming what never came.
+func Eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(EventuallyWithin)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", EventuallyWithin, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// LogBuffer is a log destination the test reads while the code under
+// test writes it from its own goroutines.
+type LogBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *LogBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *LogBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Log is a debug log for the code under test, shown when the test fails:
+// a turn that never came says there where it stopped. Made before the code
+// it logs for, its cleanup runs after that code's own has stopped it.
+func Log(t testing.TB) *slog.Logger {
+	var logs LogBuffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("log of the code under test:\n%s", logs.String())
+		}
+	})
+	return slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
