@@ -28,6 +28,7 @@ import (
 // the live microphone carries only silence: the answer can only come
 // from the recording.
 func TestPreconnectFromChromium(t *testing.T) {
+	testenv.RealTime(t)
 	lk := testenv.StartLiveKit(t)
 	const question, conv = "How far is the moon?", "conv_preconnect_chromium"
 	a, store := preconnectAgent(t, lk, question)

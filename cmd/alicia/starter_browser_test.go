@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -195,11 +194,8 @@ func TestStarterReasoning(t *testing.T) {
 // By voice, through Chromium's fake microphone: the spoken question's
 // reasoning appears beside its spoken answer, in full.
 func TestStarterReasoningByVoice(t *testing.T) {
-	for _, bin := range []string{"espeak-ng", "sox"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			testenv.Unavailable(t, "%s is not installed (.ci/run installs it)", bin)
-		}
-	}
+	testenv.RealTime(t)
+	testenv.SpeechEngines(t)
 	testenv.Chromium(t)
 	dir := t.TempDir()
 	phrases := filepath.Join(dir, "phrases.txt")
