@@ -115,7 +115,7 @@ type Stage struct {
 	cfg    Config
 	asker  Asker
 	room   Room
-	out    AudioOut
+	out    *track
 	events *queue.Queue[func(*loop)]
 	// done is closed when Run returns, so that callers stop waiting on a
 	// stage that is gone.
@@ -128,7 +128,7 @@ var _ pipeline.Speaker = (*Stage)(nil)
 // New builds a stage. out may be nil for a conversation without a voice
 // track; nothing is then synthesised.
 func New(cfg Config, asker Asker, room Room, out AudioOut) *Stage {
-	return &Stage{cfg: cfg.withDefaults(), asker: asker, room: room, out: out,
+	return &Stage{cfg: cfg.withDefaults(), asker: asker, room: room, out: newTrack(out),
 		events: queue.New[func(*loop)](), done: make(chan struct{})}
 }
 
@@ -292,7 +292,7 @@ func (l *loop) startTurn(t Turn, report func(bool, ...pipeline.Timed)) {
 		return
 	}
 	ctx, cancel := context.WithCancel(l.ctx)
-	p := &playback{cancel: cancel, turn: t, times: turnTimes{heard: heard}, report: report}
+	p := &playback{cancel: cancel, turn: t, times: turnTimes{heard: heard}, report: report, grew: make(chan struct{}, 1)}
 	l.play = p
 	done := t.Speak()
 	if src := l.cue(); src != nil {
