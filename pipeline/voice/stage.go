@@ -18,9 +18,11 @@ type Config struct {
 	Synthesizer Synthesizer
 	Endpoint    EndpointConfig
 	// MinInterruption is how long the user must speak over the agent to
-	// interrupt it when no word was recognised yet. Default 500 ms,
-	// LiveKit Agents' min_interruption_duration. The agent's audio pauses
-	// at the onset of the speech already; this decides whether it stops.
+	// stop it when no word but backchannels was recognised: long enough
+	// that it cannot be one ("mm-hmm", "uh-huh", "okay right" last 400 to
+	// 900 ms). Default 2 s. The agent's audio pauses at the onset of the
+	// speech already; words stop it sooner, and a transcript of none
+	// resumes it (FalseInterruption).
 	MinInterruption time.Duration
 	// FalseInterruption is how long after talk over the agent ends the
 	// paused speech waits for a word before it resumes. Default 2 s,
@@ -65,7 +67,7 @@ type Config struct {
 // Flags registers the turn-taking settings on fs; the providers are set
 // apart (ProviderConfig).
 func (c *Config) Flags(fs *flag.FlagSet) {
-	fs.DurationVar(&c.MinInterruption, "voice-min-interruption", 500*time.Millisecond, "how long speech over the agent must last, without a recognised word, to stop it (its audio pauses at the speech's onset)")
+	fs.DurationVar(&c.MinInterruption, "voice-min-interruption", 2*time.Second, "how long speech over the agent must last, without a recognised word but backchannels, to stop it (its audio pauses at the speech's onset; words stop it sooner)")
 	fs.DurationVar(&c.FalseInterruption, "voice-false-interruption", 2*time.Second, "how long after speech over the agent ends its paused audio waits for a word before it resumes")
 	fs.DurationVar(&c.EchoWarmup, "voice-echo-warmup", 3*time.Second, "at the start of the agent's first speech, how long only words interrupt it (a client's echo canceller settling); negative: off")
 	fs.DurationVar(&c.Endpoint.MinSpeech, "voice-min-speech", 120*time.Millisecond, "how long voice must last to count as speech (and pause the agent)")
@@ -81,7 +83,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 
 func (c Config) withDefaults() Config {
 	if c.MinInterruption <= 0 {
-		c.MinInterruption = 500 * time.Millisecond
+		c.MinInterruption = 2 * time.Second
 	}
 	if c.InterimEvery == 0 {
 		c.InterimEvery = time.Second
