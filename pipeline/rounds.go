@@ -103,89 +103,32 @@ func (cfg *Config) stream(ctx context.Context, req *llm.Request, chain *reasonin
 			events <- ev
 		}
 	}()
-	out := &streamed{}
+	r := &response{ctx: ctx, chain: chain, h: h, clock: clock, stop: stop, thinking: clock != nil, out: &streamed{}}
 	// The budget's clock runs while the model has neither answered nor
 	// called a tool: its time to the first token counts, as the user
 	// waits through it.
-	var limit <-chan time.Time
 	if clock != nil {
 		if d := clock.start(time.Now()); d > 0 {
 			t := time.NewTimer(d)
 			defer t.Stop()
-			limit = t.C
+			r.limit = t.C
 		}
-	}
-	thinking := clock != nil
-	endThinking := func(now time.Time) {
-		if thinking {
-			thinking, limit = false, nil
-			clock.stop(now)
-		}
-	}
-	cutNow := func(now time.Time) {
-		endThinking(now)
-		out.cut = true
-		stop()
 	}
 	poll := time.NewTimer(time.Hour)
 	defer poll.Stop()
 	var pollC <-chan time.Time
-	// Only the first token is timed: a context lookup and the turn's
-	// lock per token would cost every token of every turn.
-	timed := false
 	for {
 		select {
 		case ev, ok := <-events:
 			if !ok {
-				if !out.cut {
-					endThinking(time.Now())
-					chain.End(time.Now())
-				}
-				return out
+				r.end()
+				return r.out
 			}
-			if out.cut {
+			if !r.take(ev) {
 				continue // the tail of a stopped stream
 			}
-			now := time.Now()
-			chain.Feed(ev, now)
-			if !timed && (ev.Text != "" || ev.Kind == llm.EventToolCall) {
-				timed = true
-				tokenAt(ctx, now)
-			}
-			switch ev.Kind {
-			case llm.EventReasoning:
-				out.thought.WriteString(ev.Text)
-				if thinking && clock.spend(ev.Text) {
-					cutNow(now)
-				}
-			case llm.EventText:
-				if ev.Text != "" {
-					endThinking(now)
-				}
-				out.said.WriteString(ev.Text)
-				h.text(ev.Text)
-			case llm.EventRetract:
-				// What this response said so far was reasoning: the tool
-				// loop's history and the answer lose it, and the reasoning
-				// event that follows gives it to the chain.
-				said := out.said.String()
-				out.said.Reset()
-				out.said.WriteString(strings.TrimSuffix(said, ev.Text))
-				if h.retract != nil {
-					h.retract(ev.Text)
-				}
-			case llm.EventToolCall:
-				endThinking(now)
-				if ev.ToolCall.Result == nil { // an AG-UI agent's own tools ran already
-					out.calls = append(out.calls, *ev.ToolCall)
-				}
-			case llm.EventError:
-				if e, ok := llm.AsError(ev.Err); !ok || e.Kind != llm.ErrCancelled {
-					out.err = ev.Err
-				}
-			}
-		case now := <-limit:
-			cutNow(now)
+		case now := <-r.limit:
+			r.cut(now)
 		case <-pollC:
 		}
 		if deliver == nil {
@@ -197,6 +140,96 @@ func (cfg *Config) stream(ctx context.Context, req *llm.Request, chain *reasonin
 			poll.Reset(time.Until(next))
 			pollC = poll.C
 		}
+	}
+}
+
+// response is one model response as stream reads it.
+type response struct {
+	ctx   context.Context
+	chain *reasoning.Chain
+	h     turnHooks
+	clock *budgetClock
+	// stop ends the model's stream; limit fires when the budget is spent
+	// while thinking says the model still reasons (nil once it stopped).
+	stop     context.CancelFunc
+	limit    <-chan time.Time
+	thinking bool
+	// timed: the first token was timed. Only the first is: a context
+	// lookup and the turn's lock per token would cost every token of
+	// every turn.
+	timed bool
+	out   *streamed
+}
+
+// take reads one event of the response; false if it came after the
+// response was cut, and was dropped.
+func (r *response) take(ev llm.Event) bool {
+	if r.out.cut {
+		return false
+	}
+	now := time.Now()
+	r.chain.Feed(ev, now)
+	if !r.timed && (ev.Text != "" || ev.Kind == llm.EventToolCall) {
+		r.timed = true
+		tokenAt(r.ctx, now)
+	}
+	out := r.out
+	switch ev.Kind {
+	case llm.EventReasoning:
+		out.thought.WriteString(ev.Text)
+		if r.thinking && r.clock.spend(ev.Text) {
+			r.cut(now)
+		}
+	case llm.EventText:
+		if ev.Text != "" {
+			r.endThinking(now)
+		}
+		out.said.WriteString(ev.Text)
+		r.h.text(ev.Text)
+	case llm.EventRetract:
+		// What this response said so far was reasoning: the tool loop's
+		// history and the answer lose it, and the reasoning event that
+		// follows gives it to the chain.
+		said := out.said.String()
+		out.said.Reset()
+		out.said.WriteString(strings.TrimSuffix(said, ev.Text))
+		if r.h.retract != nil {
+			r.h.retract(ev.Text)
+		}
+	case llm.EventToolCall:
+		r.endThinking(now)
+		if ev.ToolCall.Result == nil { // an AG-UI agent's own tools ran already
+			out.calls = append(out.calls, *ev.ToolCall)
+		}
+	case llm.EventError:
+		if e, ok := llm.AsError(ev.Err); !ok || e.Kind != llm.ErrCancelled {
+			out.err = ev.Err
+		}
+	}
+	return true
+}
+
+// endThinking stops the budget's clock: the model answered or called a
+// tool.
+func (r *response) endThinking(now time.Time) {
+	if r.thinking {
+		r.thinking, r.limit = false, nil
+		r.clock.stop(now)
+	}
+}
+
+// cut stops the response: the budget is spent.
+func (r *response) cut(now time.Time) {
+	r.endThinking(now)
+	r.out.cut = true
+	r.stop()
+}
+
+// end: the stream ended; a response not cut ends its reasoning.
+func (r *response) end() {
+	if !r.out.cut {
+		r.endThinking(time.Now())
+		r.chain.End(time.Now())
 	}
 }
 

@@ -110,82 +110,29 @@ func (c *Conversation) run(t *Turn) {
 	ctx, sp, face := t.ctx, &t.spec, t.face
 	// A preemptive turn saves nothing until it is confirmed.
 	store := t.storeOf(c.e.store)
-	var messages []llm.Message
-	// author wrote or said the question; named: the model is told who
-	// said what, since more than one person has.
-	author, named := sp.from, false
-	if sp.messages != nil {
-		messages = sp.messages
-	} else {
-		turns := c.history(ctx)
-		if !c.resolve(t, turns) {
-			return
-		}
-		upTo := len(turns)
-		switch i := slices.IndexFunc(turns, func(r turnRecord) bool { return r.user.ID == sp.user.ID }); {
-		case sp.replaces >= 0:
-			upTo = sp.replaces
-		case i >= 0 && sp.vary == "" && sp.editOf == "":
-			// The message asked again, whole: it replaces its first form.
-			upTo = i
-		}
-		if sp.vary != "" {
-			author = turns[sp.replaces].author // answered again for whoever asks
-		}
-		named = severalSpeakers(turns, author)
-		messages = append(historyOf(turns[:upTo], named), attributed(llm.Message{ID: sp.user.ID, Role: llm.RoleUser, Content: sp.user.Content}, author, named))
-		if sp.prefix != "" {
-			// Continue: the model sees its cut answer and is asked to go on.
-			messages = append(messages, llm.Message{Role: llm.RoleAssistant, Content: sp.prefix},
-				llm.Message{Role: llm.RoleUser, Content: "Continue your previous answer exactly where it stopped, without repeating it."})
-		}
+	q, ok := c.question(t)
+	if !ok {
+		return
 	}
 	m := sp.user
 	now := time.Now()
 	if sp.vary == "" {
-		store.SaveMessage(storage.Message{ID: m.ID, ConversationID: c.ID, PreviousID: m.PreviousID, Role: "user", Author: author, Content: m.Content, Status: storage.StatusComplete, CreatedAt: sp.received})
+		store.SaveMessage(storage.Message{ID: m.ID, ConversationID: c.ID, PreviousID: m.PreviousID, Role: "user", Author: q.author, Content: m.Content, Status: storage.StatusComplete, CreatedAt: sp.received})
 	}
 	store.SaveMessage(storage.Message{ID: t.answerID, ConversationID: c.ID, PreviousID: m.ID, Role: "assistant", Status: storage.StatusStreaming, VariantOf: sp.variantOf, CreatedAt: now})
 
-	// An AG-UI backend's encrypted reasoning goes back to it on the next
-	// turn, under its own message id; other backends never see it.
-	var encrypted []llm.Message
-	sealed := reasoning.OnSealed(func(st reasoning.Step) {
-		store.SaveStep(st)
-		if st.EncryptedValue != "" && st.SourceMessageID != "" {
-			encrypted = append(encrypted, llm.Message{ID: st.SourceMessageID, Role: llm.RoleReasoning, EncryptedValue: st.EncryptedValue})
-		}
-	})
-	var deliver *reasoning.Deliverer
-	var chain *reasoning.Chain
-	if r, ok := face.(StepRenderer); ok {
-		chain = reasoning.NewChain(c.ID, m.ID, t.answerID, r.Steps(), sealed)
-	} else {
-		deliver = c.deliverer(face)
-		chain = reasoning.NewChain(c.ID, m.ID, t.answerID, deliver, sealed)
-	}
-
-	clientTools := map[string]wire.ClientTool{}
-	for _, mb := range face.Members() {
-		if mb.Identity == sp.from {
-			for _, ct := range mb.Tools {
-				clientTools[ct.Name] = ct
-			}
-		}
-	}
-	for _, ct := range sp.clientTools {
-		clientTools[ct.Name] = ct
-	}
+	r := c.reasoningOf(t, store)
+	clientTools := clientToolsOf(sp, face)
 	system := c.cfg.System + sp.system
-	if named {
+	if q.named {
 		system += severalSpeakersNote
 	}
 	thinking, budget := c.thinkingFor(sp, face)
-	req := &llm.Request{ConversationID: c.ID, System: system, Thinking: thinking, Tools: c.toolDefs(clientTools), Messages: messages}
+	req := &llm.Request{ConversationID: c.ID, System: system, Thinking: thinking, Tools: c.toolDefs(clientTools), Messages: q.messages}
 
 	a := newAnswer(c.ID, t, face)
 	endedForTools := false
-	failure := c.cfg.rounds(ctx, req, chain, deliver, turnHooks{
+	failure := c.cfg.rounds(ctx, req, r.chain, r.deliver, turnHooks{
 		text:    a.write,
 		retract: a.retract,
 		tools: func(calls []llm.ToolCall) ([]llm.Message, bool) {
@@ -201,35 +148,139 @@ func (c *Conversation) run(t *Turn) {
 			return c.runTools(ctx, face, calls, clientTools, sp.from, t.answerID), false
 		},
 	}, budget)
-	chain.End(time.Now())
+	r.chain.End(time.Now())
 	t.generationEnded()
 	stopped := errors.Is(context.Cause(ctx), errStopped)
 	a.finish(stopped)
+	status := c.outcome(t, failure, stopped, a.text.Len() == 0 && !endedForTools)
+	c.keep(t, store, q.author, status, a.text.String(), now, r.encrypted)
+}
 
-	status := storage.StatusComplete
+// asked is what the model is asked in a turn, and by whom.
+type asked struct {
+	messages []llm.Message
+	// author wrote or said the question; named: the model is told who
+	// said what, since more than one person has.
+	author string
+	named  bool
+}
+
+// question is the conversation the model sees for t: the face's own, or
+// the stored history up to the question; false if the turn cannot be
+// answered (resolve said why).
+func (c *Conversation) question(t *Turn) (asked, bool) {
+	sp := &t.spec
+	q := asked{author: sp.from}
+	if sp.messages != nil {
+		q.messages = sp.messages
+		return q, true
+	}
+	turns := c.history(t.ctx)
+	if !c.resolve(t, turns) {
+		return q, false
+	}
+	upTo := len(turns)
+	switch i := slices.IndexFunc(turns, func(r turnRecord) bool { return r.user.ID == sp.user.ID }); {
+	case sp.replaces >= 0:
+		upTo = sp.replaces
+	case i >= 0 && sp.vary == "" && sp.editOf == "":
+		// The message asked again, whole: it replaces its first form.
+		upTo = i
+	}
+	if sp.vary != "" {
+		q.author = turns[sp.replaces].author // answered again for whoever asks
+	}
+	q.named = severalSpeakers(turns, q.author)
+	q.messages = append(historyOf(turns[:upTo], q.named), attributed(llm.Message{ID: sp.user.ID, Role: llm.RoleUser, Content: sp.user.Content}, q.author, q.named))
+	if sp.prefix != "" {
+		// Continue: the model sees its cut answer and is asked to go on.
+		q.messages = append(q.messages, llm.Message{Role: llm.RoleAssistant, Content: sp.prefix},
+			llm.Message{Role: llm.RoleUser, Content: "Continue your previous answer exactly where it stopped, without repeating it."})
+	}
+	return q, true
+}
+
+// turnReasoning is where a turn's reasoning goes: its chain of steps,
+// and the deliverer that sends them to the face's members, unless the
+// face renders steps itself.
+type turnReasoning struct {
+	chain   *reasoning.Chain
+	deliver *reasoning.Deliverer
+	// encrypted is an AG-UI backend's encrypted reasoning, which goes
+	// back to it on the next turn under its own message id; other
+	// backends never see it.
+	encrypted []llm.Message
+}
+
+func (c *Conversation) reasoningOf(t *Turn, store Store) *turnReasoning {
+	r := &turnReasoning{}
+	m, face := t.spec.user, t.face
+	sealed := reasoning.OnSealed(func(st reasoning.Step) {
+		store.SaveStep(st)
+		if st.EncryptedValue != "" && st.SourceMessageID != "" {
+			r.encrypted = append(r.encrypted, llm.Message{ID: st.SourceMessageID, Role: llm.RoleReasoning, EncryptedValue: st.EncryptedValue})
+		}
+	})
+	if sr, ok := face.(StepRenderer); ok {
+		r.chain = reasoning.NewChain(c.ID, m.ID, t.answerID, sr.Steps(), sealed)
+		return r
+	}
+	r.deliver = c.deliverer(face)
+	r.chain = reasoning.NewChain(c.ID, m.ID, t.answerID, r.deliver, sealed)
+	return r
+}
+
+// clientToolsOf are the tools the asking client offers, announced or
+// given with the turn.
+func clientToolsOf(sp *spec, face Roster) map[string]wire.ClientTool {
+	tools := map[string]wire.ClientTool{}
+	for _, mb := range face.Members() {
+		if mb.Identity == sp.from {
+			for _, ct := range mb.Tools {
+				tools[ct.Name] = ct
+			}
+		}
+	}
+	for _, ct := range sp.clientTools {
+		tools[ct.Name] = ct
+	}
+	return tools
+}
+
+// outcome is the stored status of t's answer once the model is done, and
+// tells the face of a failure; empty: the model said nothing, and no
+// client tool ended the turn.
+func (c *Conversation) outcome(t *Turn, failure error, stopped, empty bool) string {
+	ctx, m := t.ctx, t.spec.user
 	switch {
 	case stopped && t.isSuperseded():
 		// The answer comes from the turn on the same message that
 		// replaced it.
-		status = storage.StatusSuperseded
+		return storage.StatusSuperseded
 	case stopped:
-		status = storage.StatusStopped
+		return storage.StatusStopped
 	case errors.Is(context.Cause(ctx), errDiscarded):
 		// A preemptive turn not confirmed: nothing of it is kept or said.
 	case failure != nil:
-		status = storage.StatusFailed
 		c.log.Warn("turn failed", "err", failure)
-		face.Send(wire.NewError(c.ID, wire.CodeServiceUnavailable, "The model failed while answering: "+plainReason(failure)+". What was said so far is kept.", wire.About(m.ID)))
+		t.face.Send(wire.NewError(c.ID, wire.CodeServiceUnavailable, "The model failed while answering: "+plainReason(failure)+". What was said so far is kept.", wire.About(m.ID)))
+		return storage.StatusFailed
 	case ctx.Err() != nil:
-		status = storage.StatusStopped // the conversation closed
-	case a.text.Len() == 0 && !endedForTools:
-		face.Send(wire.NewError(c.ID, wire.CodeServiceUnavailable, "The model returned no answer.", wire.About(m.ID)))
+		return storage.StatusStopped // the conversation closed
+	case empty:
+		t.face.Send(wire.NewError(c.ID, wire.CodeServiceUnavailable, "The model returned no answer.", wire.About(m.ID)))
 	}
-	content := a.text.String()
+	return storage.StatusComplete
+}
+
+// keep stores t's answer as generated, or as far as it was heard when
+// speech cut it, and remembers the turn for the next one's history.
+func (c *Conversation) keep(t *Turn, store Store, author, status, content string, at time.Time, encrypted []llm.Message) {
+	sp, m := &t.spec, t.spec.user
 	late := func(h Heard) {
 		text := h.Text
 		c.do(func() {
-			store.SaveMessage(storage.Message{ID: t.answerID, ConversationID: c.ID, PreviousID: m.ID, Role: "assistant", Content: text, Status: storage.StatusStopped, VariantOf: sp.variantOf, CreatedAt: now})
+			store.SaveMessage(storage.Message{ID: t.answerID, ConversationID: c.ID, PreviousID: m.ID, Role: "assistant", Content: text, Status: storage.StatusStopped, VariantOf: sp.variantOf, CreatedAt: at})
 			c.mu.Lock()
 			for i := range c.local {
 				if c.local[i].answerID == t.answerID {
@@ -245,7 +296,7 @@ func (c *Conversation) run(t *Turn) {
 			status = storage.StatusStopped
 		}
 	}
-	store.SaveMessage(storage.Message{ID: t.answerID, ConversationID: c.ID, PreviousID: m.ID, Role: "assistant", Content: content, Status: status, VariantOf: sp.variantOf, CreatedAt: now})
+	store.SaveMessage(storage.Message{ID: t.answerID, ConversationID: c.ID, PreviousID: m.ID, Role: "assistant", Content: content, Status: status, VariantOf: sp.variantOf, CreatedAt: at})
 	if status != storage.StatusSuperseded {
 		t.hold.do(func() {
 			c.remember(turnRecord{user: llm.Message{ID: m.ID, Role: llm.RoleUser, Content: m.Content}, author: author, encrypted: encrypted, answerID: t.answerID, answer: sp.prefix + content}, sp)

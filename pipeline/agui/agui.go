@@ -118,87 +118,26 @@ func (a *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		httpjson.Error(w, http.StatusUnauthorized, err.Error())
 		return
 	}
-	var in runInput
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4<<20)).Decode(&in); err != nil {
-		httpjson.Error(w, http.StatusBadRequest, "the body is not a RunAgentInput: "+err.Error())
-		return
-	}
-	if in.ThreadID == nil || in.RunID == nil || in.Messages == nil {
-		httpjson.Error(w, http.StatusBadRequest, "RunAgentInput needs threadId, runId and messages")
-		return
-	}
-	if *in.ThreadID == "" || *in.RunID == "" {
-		httpjson.Error(w, http.StatusBadRequest, "threadId and runId must not be empty")
-		return
-	}
-	messages, err := toLLM(*in.Messages)
+	in, messages, err := readRun(w, r)
 	if err != nil {
 		httpjson.Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if len(messages) == 0 || messages[len(messages)-1].Role == llm.RoleAssistant {
-		httpjson.Error(w, http.StatusBadRequest, "messages must end with a user or tool message")
+	if status, msg := a.thread(r.Context(), *in.ThreadID, identity); status != 0 {
+		httpjson.Error(w, status, msg)
 		return
 	}
-	conv, err := a.threads.Conversation(r.Context(), *in.ThreadID)
-	switch {
-	case errors.Is(err, storage.ErrNotFound):
-		a.threads.SaveConversation(storage.Conversation{ID: *in.ThreadID, Owner: identity, CreatedAt: time.Now()})
-	case err != nil:
-		httpjson.Error(w, http.StatusServiceUnavailable, "storage unavailable")
-		return
-	case conv.Owner != identity:
-		httpjson.Error(w, http.StatusNotFound, "no such thread")
+	tools, err := clientTools(in.Tools)
+	if err != nil {
+		httpjson.Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	mode := a.engine.Preference(r.Context(), identity)
-	var thinking []pipeline.AskOption
-	if in.ForwardedProps != nil {
-		var fp struct {
-			Reasoning reasoning.Mode        `json:"reasoning"`
-			Thinking  pipeline.ThinkingMode `json:"thinking"`
-		}
-		if json.Unmarshal(*in.ForwardedProps, &fp) == nil {
-			if fp.Reasoning.Valid() {
-				mode = fp.Reasoning
-			}
-			// The run's own choice of thinking, as a LiveKit client's
-			// typed_thinking feature chooses it for its turns.
-			switch fp.Thinking {
-			case pipeline.ThinkingOn, pipeline.ThinkingOff:
-				thinking = append(thinking, pipeline.WithThinking(fp.Thinking == pipeline.ThinkingOn))
-			case pipeline.ThinkingBudget:
-				thinking = append(thinking, pipeline.WithBudgetedThinking())
-			}
-		}
-	}
+	mode, thinking := a.choices(r.Context(), identity, in.ForwardedProps)
 	var system string
 	for _, c := range in.Context {
 		system += "\n\n" + c.Description + ": " + c.Value
 	}
-	var tools []wire.ClientTool
-	for _, t := range in.Tools {
-		if t.Name == "" {
-			httpjson.Error(w, http.StatusBadRequest, "every tool needs a name")
-			return
-		}
-		var params map[string]any
-		if len(t.Parameters) > 0 && json.Unmarshal(t.Parameters, &params) != nil {
-			httpjson.Error(w, http.StatusBadRequest, "tool "+t.Name+": parameters must be a JSON Schema object")
-			return
-		}
-		tools = append(tools, wire.ClientTool{Name: t.Name, Description: t.Description, Parameters: params})
-	}
-	user := &wire.UserMessage{ConversationID: *in.ThreadID}
-	for i := len(messages) - 1; i >= 0; i-- {
-		if m := messages[i]; m.Role == llm.RoleUser {
-			user.ID, user.Content = m.ID, m.Content
-			break
-		}
-	}
-	if user.ID == "" {
-		user.ID = wire.NewID("msg")
-	}
+	user := lastQuestion(*in.ThreadID, messages)
 
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -233,6 +172,49 @@ func (a *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !face.failed {
 		emit(events.Event{Type: events.RunFinished, ThreadID: *in.ThreadID, RunID: *in.RunID})
 	}
+}
+
+// thread finds the run's thread, or records a new one as identity's; a
+// status other than 0 refuses the run, with msg.
+func (a *Handler) thread(ctx context.Context, id, identity string) (status int, msg string) {
+	conv, err := a.threads.Conversation(ctx, id)
+	switch {
+	case errors.Is(err, storage.ErrNotFound):
+		a.threads.SaveConversation(storage.Conversation{ID: id, Owner: identity, CreatedAt: time.Now()})
+	case err != nil:
+		return http.StatusServiceUnavailable, "storage unavailable"
+	case conv.Owner != identity:
+		return http.StatusNotFound, "no such thread"
+	}
+	return 0, ""
+}
+
+// choices are the reasoning shown and the thinking asked for: the user's
+// preference, unless the run's forwarded properties choose.
+func (a *Handler) choices(ctx context.Context, identity string, forwarded *json.RawMessage) (reasoning.Mode, []pipeline.AskOption) {
+	mode := a.engine.Preference(ctx, identity)
+	if forwarded == nil {
+		return mode, nil
+	}
+	var fp struct {
+		Reasoning reasoning.Mode        `json:"reasoning"`
+		Thinking  pipeline.ThinkingMode `json:"thinking"`
+	}
+	if json.Unmarshal(*forwarded, &fp) != nil {
+		return mode, nil
+	}
+	if fp.Reasoning.Valid() {
+		mode = fp.Reasoning
+	}
+	// The run's own choice of thinking, as a LiveKit client's
+	// typed_thinking feature chooses it for its turns.
+	switch fp.Thinking {
+	case pipeline.ThinkingOn, pipeline.ThinkingOff:
+		return mode, []pipeline.AskOption{pipeline.WithThinking(fp.Thinking == pipeline.ThinkingOn)}
+	case pipeline.ThinkingBudget:
+		return mode, []pipeline.AskOption{pipeline.WithBudgetedThinking()}
+	}
+	return mode, nil
 }
 
 // toLLM turns AG-UI messages into the model's conversation.

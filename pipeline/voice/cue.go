@@ -173,6 +173,71 @@ const outputLatency = 150 * time.Millisecond
 // so that the answer never waits behind it for long.
 const cueAhead = 60 * time.Millisecond
 
+// endCue stops the cue for the answer: a short fade from where it is,
+// queued before the answer's first audio, so that the two never overlap
+// and nothing clicks. Called with mu held.
+func (p *playback) endCue(out AudioOut) {
+	if p.cue == nil {
+		return
+	}
+	if tail := p.cue.fade(); len(tail) > 0 {
+		_ = out.Write(tail, p.cue.rate())
+	}
+	p.cue = nil
+}
+
+// playCue plays the thinking cue from at until the answer's first audio,
+// a little ahead of the listener at a time, so that the answer never
+// waits behind more than cueAhead of it.
+func (s *Stage) playCue(ctx context.Context, p *playback, at time.Time, src func(context.Context) cueSource) {
+	// Made while the cue's time comes: a phrase may need synthesising.
+	cue := src(ctx)
+	if cue == nil {
+		return
+	}
+	select {
+	case <-time.After(time.Until(at)):
+	case <-ctx.Done():
+		return
+	}
+	p.mu.Lock()
+	if p.answered || ctx.Err() != nil {
+		p.mu.Unlock()
+		s.cfg.Logger.Debug("voice: no thinking cue: the answer came first, or the turn ended", "message", p.turn.UserMessageID())
+		return
+	}
+	p.cue = cue
+	p.mu.Unlock()
+	s.cfg.Logger.Debug("voice: the thinking cue starts", "message", p.turn.UserMessageID())
+	for {
+		p.mu.Lock()
+		more := p.cue != nil && ctx.Err() == nil && p.topUpCue(s.out)
+		p.mu.Unlock()
+		// Woken as the cue queued plays below cueAhead, or when the answer
+		// takes over.
+		if !more || !s.out.waitQueued(ctx, cueAhead-time.Nanosecond) {
+			return
+		}
+	}
+}
+
+// topUpCue queues the cue until cueAhead of it is ahead of the listener;
+// false once a phrase has been said. Called with mu held.
+func (p *playback) topUpCue(out AudioOut) bool {
+	for out.Queued() < cueAhead {
+		chunk := p.cue.next(p.cue.rate() / 50)
+		if len(chunk) == 0 {
+			p.cue = nil // a phrase is said once
+			return false
+		}
+		_ = out.Write(chunk, p.cue.rate())
+		if p.times.firstAudio.IsZero() {
+			p.times.firstAudio, p.times.cue = time.Now(), true
+		}
+	}
+	return true
+}
+
 // cue is the thinking cue for the next turn: the client's choice, or
 // the deployment's; nil for none.
 func (l *loop) cue() func(context.Context) cueSource {

@@ -6,7 +6,7 @@ import "time"
 // a field left zero (withDefaults). Config's and EndpointConfig's fields
 // say where each comes from.
 const (
-	defaultMinInterruption   = 500 * time.Millisecond
+	defaultMinInterruption   = 2 * time.Second
 	defaultFalseInterruption = 2 * time.Second
 	defaultEchoWarmup        = 3 * time.Second
 	defaultCueAfter          = time.Second

@@ -3,7 +3,6 @@ package voice
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -124,46 +123,6 @@ type Endpointer struct {
 	ended    bool
 }
 
-// Pauses too short to say anything of a speaker's rhythm: stops inside
-// words and the VAD's flicker.
-const minPause = 100 * time.Millisecond
-
-// pauseWindow is how many recent pauses the endpointer learns from: a
-// minute or so of speech, so that it follows a speaker who slows down.
-const pauseWindow = 32
-
-// pauseMargin is what the silence that ends an utterance adds to the
-// speaker's usual long pause (pausePercentile of theirs).
-const (
-	pauseMargin     = 200 * time.Millisecond
-	pausePercentile = 0.8
-	minPauses       = 4
-)
-
-// pauses is a ring of one speaker's recent pauses inside utterances.
-type pauses struct {
-	seen [pauseWindow]time.Duration
-	n    int // how many were ever added
-}
-
-func (p *pauses) add(d time.Duration) {
-	p.seen[p.n%pauseWindow] = d
-	p.n++
-}
-
-// silence is the silence that ends this speaker's utterance: def until
-// minPauses are known, then a margin over their pausePercentile pause,
-// within [lo, hi].
-func (p *pauses) silence(def, lo, hi time.Duration) time.Duration {
-	if p.n < minPauses {
-		return def
-	}
-	s := slices.Clone(p.seen[:min(p.n, pauseWindow)])
-	slices.Sort(s)
-	d := s[int(pausePercentile*float64(len(s)-1)+0.5)] + pauseMargin
-	return max(lo, min(hi, d))
-}
-
 // Silence is the silence that now ends an utterance of this speaker
 // whose words do not look unfinished: Silence, or with AdaptiveMax what
 // the speaker's pauses call for.
@@ -221,6 +180,19 @@ func (e *Endpointer) Push(frame []int16) ([]EndpointEvent, error) {
 	if len(frame) != FrameSamples {
 		return nil, fmt.Errorf("frame of %d samples; want %d", len(frame), FrameSamples)
 	}
+	voiced, err := e.judge(frame)
+	if err != nil {
+		return nil, err
+	}
+	if !e.inSpeech {
+		return e.beforeSpeech(frame, voiced), nil
+	}
+	return e.duringSpeech(frame, voiced), nil
+}
+
+// judge judges a frame: voice by the VAD, and loud enough over the
+// noise floor, which it updates.
+func (e *Endpointer) judge(frame []int16) (bool, error) {
 	level := rms(frame)
 	// Below minLevel a frame is silence whatever the VAD says, so the VAD
 	// is spared it: the silence a client in DTX leaves between utterances
@@ -229,56 +201,67 @@ func (e *Endpointer) Push(frame []int16) ([]EndpointEvent, error) {
 	if level > minLevel {
 		var err error
 		if voice, err = e.vad.Process(InputRate, pcmBytes(frame)); err != nil {
-			return nil, err
+			return false, err
 		}
 	}
 	loud := level > e.floor*math.Pow(10, e.cfg.NoiseMarginDB/20) && level > minLevel
-	voiced := voice && loud
 	if !voice || !e.floorSet || !e.inSpeech {
-		// The floor follows, in decibels, the level outside utterances and
-		// of what the VAD calls noise inside them: fast downwards (a
-		// quieter room), slower upwards (a fan starting; a time constant of
-		// 0.4 s keeps a rise of 13 dB/s within the margin), so that the
-		// first syllables of speech lift it only a little.
-		switch db, floor := dbfs(level), dbfs(e.floor); {
-		case !e.floorSet:
-			e.floor, e.floorSet = level, true
-		case db < floor:
-			e.floor = fromDBFS(floor + 0.3*(db-floor))
-		default:
-			e.floor = fromDBFS(floor + 0.05*(db-floor))
-		}
+		e.follow(level)
 	}
-	var out []EndpointEvent
-	if !e.inSpeech {
-		e.pre = append(e.pre, frame)
-		if keep := frames(e.cfg.PreRoll) + frames(e.cfg.MinSpeech); len(e.pre) > keep {
-			e.pre = e.pre[len(e.pre)-keep:]
-		}
-		if voiced {
-			e.run++
-		} else {
-			e.run = 0
-		}
-		e.sinceEnd++
-		if e.run >= frames(e.cfg.MinSpeech) {
-			// Speech soon after the end of the last utterance: the speaker
-			// was cut off in a pause, which is the kind of pause the silence
-			// must learn to outlast.
-			if gap := time.Duration(e.sinceEnd-e.run) * FrameDuration; e.ended && e.cfg.AdaptiveMax > 0 && gap >= minPause && gap <= e.cfg.AdaptiveMax {
-				e.pauses.add(gap)
-			}
-			e.ended = false
-			e.inSpeech, e.silent, e.voiced = true, 0, e.run
-			e.audio = e.audio[:0]
-			for _, f := range e.pre {
-				e.audio = append(e.audio, f...)
-			}
-			e.pre = e.pre[:0]
-			out = append(out, EndpointEvent{Kind: SpeechStarted, Speech: e.Speech()})
-		}
-		return out, nil
+	return voice && loud, nil
+}
+
+// follow moves the noise floor towards level. The floor follows, in
+// decibels, the level outside utterances and of what the VAD calls noise
+// inside them: fast downwards (a quieter room), slower upwards (a fan
+// starting; a time constant of 0.4 s keeps a rise of 13 dB/s within the
+// margin), so that the first syllables of speech lift it only a little.
+func (e *Endpointer) follow(level float64) {
+	switch db, floor := dbfs(level), dbfs(e.floor); {
+	case !e.floorSet:
+		e.floor, e.floorSet = level, true
+	case db < floor:
+		e.floor = fromDBFS(floor + 0.3*(db-floor))
+	default:
+		e.floor = fromDBFS(floor + 0.05*(db-floor))
 	}
+}
+
+// beforeSpeech takes a frame outside an utterance: voice that lasts
+// MinSpeech starts one, with the pre-roll kept before it.
+func (e *Endpointer) beforeSpeech(frame []int16, voiced bool) []EndpointEvent {
+	e.pre = append(e.pre, frame)
+	if keep := frames(e.cfg.PreRoll) + frames(e.cfg.MinSpeech); len(e.pre) > keep {
+		e.pre = e.pre[len(e.pre)-keep:]
+	}
+	if voiced {
+		e.run++
+	} else {
+		e.run = 0
+	}
+	e.sinceEnd++
+	if e.run < frames(e.cfg.MinSpeech) {
+		return nil
+	}
+	// Speech soon after the end of the last utterance: the speaker was
+	// cut off in a pause, which is the kind of pause the silence must
+	// learn to outlast.
+	if gap := time.Duration(e.sinceEnd-e.run) * FrameDuration; e.ended && e.cfg.AdaptiveMax > 0 && gap >= minPause && gap <= e.cfg.AdaptiveMax {
+		e.pauses.add(gap)
+	}
+	e.ended = false
+	e.inSpeech, e.silent, e.voiced = true, 0, e.run
+	e.audio = e.audio[:0]
+	for _, f := range e.pre {
+		e.audio = append(e.audio, f...)
+	}
+	e.pre = e.pre[:0]
+	return []EndpointEvent{{Kind: SpeechStarted, Speech: e.Speech()}}
+}
+
+// duringSpeech takes a frame of an utterance: enough silence, longer
+// after words that look unfinished, ends it.
+func (e *Endpointer) duringSpeech(frame []int16, voiced bool) []EndpointEvent {
 	e.audio = append(e.audio, frame...)
 	if voiced {
 		if pause := time.Duration(e.silent) * FrameDuration; pause >= minPause {
@@ -286,24 +269,24 @@ func (e *Endpointer) Push(frame []int16) ([]EndpointEvent, error) {
 		}
 		e.silent = 0
 		e.voiced++
-		return nil, nil
+		return nil
 	}
 	e.silent++
 	wait := e.Silence()
 	if LooksUnfinished(e.text) {
 		wait = min(max(wait, e.cfg.UnfinishedSilence), e.cfg.MaxSilence)
 	}
-	if e.silent >= frames(wait) {
-		// The utterance's audio goes with the event, and the next
-		// utterance grows a buffer of its own: kept, the longest
-		// utterance's buffer would stay with every speaker for good.
-		ev := EndpointEvent{Kind: SpeechEnded, Audio: e.audio, Speech: e.Speech(), Trailing: time.Duration(e.silent) * FrameDuration}
-		e.ended, e.sinceEnd = true, e.silent
-		e.inSpeech, e.run, e.voiced, e.text = false, 0, 0, ""
-		e.audio = nil
-		out = append(out, ev)
+	if e.silent < frames(wait) {
+		return nil
 	}
-	return out, nil
+	// The utterance's audio goes with the event, and the next utterance
+	// grows a buffer of its own: kept, the longest utterance's buffer
+	// would stay with every speaker for good.
+	ev := EndpointEvent{Kind: SpeechEnded, Audio: e.audio, Speech: e.Speech(), Trailing: time.Duration(e.silent) * FrameDuration}
+	e.ended, e.sinceEnd = true, e.silent
+	e.inSpeech, e.run, e.voiced, e.text = false, 0, 0, ""
+	e.audio = nil
+	return []EndpointEvent{ev}
 }
 
 // minLevel is about -60 dBFS: quieter than that is silence whatever the

@@ -10,10 +10,12 @@ import (
 
 // Talk over the agent is decided in two steps, as people do: its onset
 // pauses the agent's audio at once (nothing is lost: the queue is held
-// and the model goes on), and it becomes an interruption only when it
-// lasts MinInterruption or yields a word. A cough, a laugh, an "mm-hm" or
-// the television does neither, and the agent picks up where it paused.
-// Each step runs on Run's goroutine, posted by the speaker's listener.
+// and the model goes on), and words decide the rest. It becomes an
+// interruption when it yields a word that is not a backchannel, or when
+// it lasts MinInterruption, longer than any backchannel. A cough, a
+// laugh, an "mm-hm", an "okay right" or the television does neither, and
+// the agent picks up where it paused. Each step runs on Run's goroutine,
+// reported by the speaker's listener (hearing).
 
 // talk is an utterance begun over the agent's answer, kept until its
 // transcript is judged: a transcript that comes after the agent resumed,
@@ -222,6 +224,8 @@ func (l *loop) warmingUp() bool {
 var backchannels = map[string]bool{
 	"mm": true, "mmm": true, "mhm": true, "mmhm": true, "mmhmm": true, "hm": true, "hmm": true,
 	"uh": true, "uhhuh": true, "um": true, "umm": true, "ah": true, "oh": true, "huh": true, "er": true,
+	"okay": true, "ok": true, "right": true, "yeah": true, "yep": true, "aha": true,
+	"ha": true, "haha": true, "hahaha": true, "hehe": true,
 }
 
 // hasWords reports whether a transcript holds anything but backchannels.

@@ -18,9 +18,11 @@ type Config struct {
 	Synthesizer Synthesizer
 	Endpoint    EndpointConfig
 	// MinInterruption is how long the user must speak over the agent to
-	// interrupt it when no word was recognised yet. Default 500 ms,
-	// LiveKit Agents' min_interruption_duration. The agent's audio pauses
-	// at the onset of the speech already; this decides whether it stops.
+	// stop it when no word but backchannels was recognised: long enough
+	// that it cannot be one ("mm-hmm", "uh-huh", "okay right" last 400 to
+	// 900 ms). Default 2 s. The agent's audio pauses at the onset of the
+	// speech already; words stop it sooner, and a transcript of none
+	// resumes it (FalseInterruption).
 	MinInterruption time.Duration
 	// FalseInterruption is how long after talk over the agent ends the
 	// paused speech waits for a word before it resumes. Default 2 s,
@@ -65,7 +67,7 @@ type Config struct {
 // Flags registers the turn-taking settings on fs; the providers are set
 // apart (ProviderConfig).
 func (c *Config) Flags(fs *flag.FlagSet) {
-	fs.DurationVar(&c.MinInterruption, "voice-min-interruption", defaultMinInterruption, "how long speech over the agent must last, without a recognised word, to stop it (its audio pauses at the speech's onset)")
+	fs.DurationVar(&c.MinInterruption, "voice-min-interruption", defaultMinInterruption, "how long speech over the agent must last, without a recognised word but backchannels, to stop it (its audio pauses at the speech's onset; words stop it sooner)")
 	fs.DurationVar(&c.FalseInterruption, "voice-false-interruption", defaultFalseInterruption, "how long after speech over the agent ends its paused audio waits for a word before it resumes")
 	fs.DurationVar(&c.EchoWarmup, "voice-echo-warmup", defaultEchoWarmup, "at the start of the agent's first speech, how long only words interrupt it (a client's echo canceller settling); negative: off")
 	fs.DurationVar(&c.Endpoint.MinSpeech, "voice-min-speech", defaultMinSpeech, "how long voice must last to count as speech (and pause the agent)")
@@ -115,7 +117,7 @@ type Stage struct {
 	cfg    Config
 	asker  Asker
 	room   Room
-	out    AudioOut
+	out    *track
 	events *queue.Queue[func(*loop)]
 	// done is closed when Run returns, so that callers stop waiting on a
 	// stage that is gone.
@@ -128,7 +130,7 @@ var _ pipeline.Speaker = (*Stage)(nil)
 // New builds a stage. out may be nil for a conversation without a voice
 // track; nothing is then synthesised.
 func New(cfg Config, asker Asker, room Room, out AudioOut) *Stage {
-	return &Stage{cfg: cfg.withDefaults(), asker: asker, room: room, out: out,
+	return &Stage{cfg: cfg.withDefaults(), asker: asker, room: room, out: newTrack(out),
 		events: queue.New[func(*loop)](), done: make(chan struct{})}
 }
 
@@ -292,7 +294,7 @@ func (l *loop) startTurn(t Turn, report func(bool, ...pipeline.Timed)) {
 		return
 	}
 	ctx, cancel := context.WithCancel(l.ctx)
-	p := &playback{cancel: cancel, turn: t, times: turnTimes{heard: heard}, report: report}
+	p := &playback{cancel: cancel, turn: t, times: turnTimes{heard: heard}, report: report, grew: make(chan struct{}, 1)}
 	l.play = p
 	done := t.Speak()
 	if src := l.cue(); src != nil {
