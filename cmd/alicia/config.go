@@ -186,6 +186,14 @@ func (c *serveConfig) thinkingPolicy() pipeline.ThinkingPolicy {
 	return pipeline.ThinkingPolicy{Typed: typed, Spoken: spoken}
 }
 
+// pipelineConfig is the engine's configuration: the settings, with the
+// model client and the turn telemetry assembled at start.
+func (c *serveConfig) pipelineConfig(client llm.Client, turns pipeline.TurnObserver, log *slog.Logger) pipeline.Config {
+	policy := c.thinkingPolicy()
+	return pipeline.Config{LLM: client, System: c.SystemPrompt, Thinking: c.Thinking == "on", ThinkingPolicy: &policy,
+		ReasoningDefault: reasoning.Mode(c.ReasoningDefault), Telemetry: turns, Logger: log}
+}
+
 // batchWindow is ALICIA_STORAGE_BATCH_WINDOW in storage.Config's terms,
 // where zero stands for the default.
 func (c *serveConfig) batchWindow() time.Duration {
