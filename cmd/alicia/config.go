@@ -102,44 +102,86 @@ func (c *serveConfig) flags() *flag.FlagSet {
 }
 
 // validate says at start what is wrong, in the words of the settings.
+// Every setting is checked, so that one start lists all that is wrong; the
+// list keeps the order of the checks below.
 func (c *serveConfig) validate() error {
-	var errs []error
-	if err := c.Room.Validate(); err != nil {
-		errs = append(errs, err)
+	errs := []error{
+		c.Room.Validate(),
+		c.storeReasoningError(),
+		onOrOff("ALICIA_THINKING", c.Thinking),
+		c.voiceThinkingError(),
+		onOrOff("ALICIA_VOICE", c.Voice),
+		c.Speech.Validate(),
+		c.reasoningDefaultError(),
+		c.aguiPathError(),
 	}
+	errs = append(errs, c.durationErrors()...)
+	// Join drops the checks that passed, and is nil when all did.
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	return nil
+}
+
+// onOrOff checks a setting that is either on or off.
+func onOrOff(name, v string) error {
+	if v != "on" && v != "off" {
+		return fmt.Errorf("%s must be on or off, not %q", name, v)
+	}
+	return nil
+}
+
+// storeReasoningError checks ALICIA_STORE_REASONING and, when reasoning
+// is stored encrypted, the key it needs.
+func (c *serveConfig) storeReasoningError() error {
 	switch storage.ReasoningMode(c.StoreReasoning) {
 	case storage.ReasoningPlain, storage.ReasoningOff:
 	case storage.ReasoningEncrypted:
 		if _, err := storage.ParseKey(c.StorageKey); err != nil {
-			errs = append(errs, fmt.Errorf("ALICIA_STORAGE_KEY: %w", err))
+			return fmt.Errorf("ALICIA_STORAGE_KEY: %w", err)
 		}
 	default:
-		errs = append(errs, fmt.Errorf("ALICIA_STORE_REASONING must be plain, encrypted or off, not %q", c.StoreReasoning))
+		return fmt.Errorf("ALICIA_STORE_REASONING must be plain, encrypted or off, not %q", c.StoreReasoning)
 	}
-	if c.Thinking != "on" && c.Thinking != "off" {
-		errs = append(errs, fmt.Errorf("ALICIA_THINKING must be on or off, not %q", c.Thinking))
-	}
+	return nil
+}
+
+// voiceThinkingError checks ALICIA_VOICE_THINKING; thinking within a
+// budget needs one.
+func (c *serveConfig) voiceThinkingError() error {
 	switch pipeline.ThinkingMode(c.VoiceThinking) {
 	case "", pipeline.ThinkingOn, pipeline.ThinkingOff:
 	case pipeline.ThinkingBudget:
 		if c.VoiceBudget.Unlimited() {
-			errs = append(errs, errors.New("ALICIA_VOICE_THINKING=budget needs a budget in ALICIA_VOICE_REASONING_BUDGET"))
+			return errors.New("ALICIA_VOICE_THINKING=budget needs a budget in ALICIA_VOICE_REASONING_BUDGET")
 		}
 	default:
-		errs = append(errs, fmt.Errorf("ALICIA_VOICE_THINKING must be on, off or budget, not %q", c.VoiceThinking))
+		return fmt.Errorf("ALICIA_VOICE_THINKING must be on, off or budget, not %q", c.VoiceThinking)
 	}
-	if c.Voice != "on" && c.Voice != "off" {
-		errs = append(errs, fmt.Errorf("ALICIA_VOICE must be on or off, not %q", c.Voice))
-	}
-	if err := c.Speech.Validate(); err != nil {
-		errs = append(errs, err)
-	}
+	return nil
+}
+
+// reasoningDefaultError checks ALICIA_REASONING_DEFAULT, which users who
+// never chose get and so must be a mode they could have chosen.
+func (c *serveConfig) reasoningDefaultError() error {
 	if !reasoning.Mode(c.ReasoningDefault).Valid() {
-		errs = append(errs, fmt.Errorf("ALICIA_REASONING_DEFAULT must be off, summary or full, not %q", c.ReasoningDefault))
+		return fmt.Errorf("ALICIA_REASONING_DEFAULT must be off, summary or full, not %q", c.ReasoningDefault)
 	}
+	return nil
+}
+
+// aguiPathError checks ALICIA_AGUI_PATH, which becomes a route pattern.
+func (c *serveConfig) aguiPathError() error {
 	if len(c.AGUIPath) == 0 || c.AGUIPath[0] != '/' {
-		errs = append(errs, fmt.Errorf("ALICIA_AGUI_PATH must start with /, not %q", c.AGUIPath))
+		return fmt.Errorf("ALICIA_AGUI_PATH must start with /, not %q", c.AGUIPath)
 	}
+	return nil
+}
+
+// durationErrors checks the cool-off and the timeouts, which must be
+// positive, and the storage batch window, which may be zero.
+func (c *serveConfig) durationErrors() []error {
+	var errs []error
 	for _, d := range []struct {
 		name string
 		d    time.Duration
@@ -155,10 +197,7 @@ func (c *serveConfig) validate() error {
 	if c.LLM.IdleTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("ALICIA_LLM_IDLE_TIMEOUT must be positive, not %v", c.LLM.IdleTimeout))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("configuration: %w", err)
-	}
-	return nil
+	return errs
 }
 
 // thinkingPolicy is how the settings ask typed and spoken turns to think:
@@ -184,6 +223,14 @@ func (c *serveConfig) thinkingPolicy() pipeline.ThinkingPolicy {
 		spoken.Mode = pipeline.ThinkingOn
 	}
 	return pipeline.ThinkingPolicy{Typed: typed, Spoken: spoken}
+}
+
+// pipelineConfig is the engine's configuration: the settings, with the
+// model client and the turn telemetry assembled at start.
+func (c *serveConfig) pipelineConfig(client llm.Client, turns pipeline.TurnObserver, log *slog.Logger) pipeline.Config {
+	policy := c.thinkingPolicy()
+	return pipeline.Config{LLM: client, System: c.SystemPrompt, Thinking: c.Thinking == "on", ThinkingPolicy: &policy,
+		ReasoningDefault: reasoning.Mode(c.ReasoningDefault), Telemetry: turns, Logger: log}
 }
 
 // batchWindow is ALICIA_STORAGE_BATCH_WINDOW in storage.Config's terms,
