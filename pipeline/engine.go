@@ -186,24 +186,6 @@ func (c *Conversation) loop() {
 	}
 }
 
-// Attach makes s the conversation's speech: it is handed every turn
-// started from now on, typed or spoken, from whichever face. A later
-// Attach replaces it; the returned func detaches it.
-func (c *Conversation) Attach(s Speaker) (detach func()) {
-	c.mu.Lock()
-	c.attached++
-	n := c.attached
-	c.speaker = s
-	c.mu.Unlock()
-	return func() {
-		c.mu.Lock()
-		if c.attached == n {
-			c.speaker = nil
-		}
-		c.mu.Unlock()
-	}
-}
-
 // Preference is what the user wants to see of the reasoning: the stored
 // choice, or the operator's default for a user who never chose. A store
 // that cannot answer gives off: never show reasoning to someone who may
@@ -380,13 +362,7 @@ func (c *Conversation) startTurn(face Face, sp spec) *Turn {
 	}
 	t := newTurn(c.ctx, face, sp, prev)
 	t.observe(c.ID, c.cfg.Telemetry)
-	c.last = t
-	c.mu.Lock()
-	speaker := c.speaker
-	c.mu.Unlock()
-	if speaker != nil {
-		speaker.Speak(t)
-	}
+	c.makeLatest(t)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()

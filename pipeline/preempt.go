@@ -121,13 +121,7 @@ func (c *Conversation) takeHeld(sp spec) *Turn {
 		c.drop(t)
 		return nil
 	}
-	c.last = t
-	c.mu.Lock()
-	speaker := c.speaker
-	c.mu.Unlock()
-	if speaker != nil {
-		speaker.Speak(t)
-	}
+	c.makeLatest(t)
 	t.hold.release()
 	c.preempted(PreemptUsed)
 	t.unheld(false)
