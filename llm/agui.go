@@ -176,7 +176,6 @@ func (r *aguiRun) closeChunks(except string) {
 
 // apply handles one event; done reports the end of the run.
 func (r *aguiRun) apply(ev *aguiEvent) (done bool, fail *Error) {
-	t := r.t
 	switch ev.Type {
 	case "RAW", "ACTIVITY_SNAPSHOT", "ACTIVITY_DELTA", "REASONING_ENCRYPTED_VALUE":
 		// These do not close chunked items.
@@ -188,96 +187,153 @@ func (r *aguiRun) apply(ev *aguiEvent) (done bool, fail *Error) {
 		delta = *ev.Delta
 	}
 	switch ev.Type {
+	case "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_END", "REASONING_MESSAGE_CHUNK", "REASONING_ENCRYPTED_VALUE":
+		r.reasoning(ev, delta)
+	case "THINKING_TEXT_MESSAGE_START", "THINKING_TEXT_MESSAGE_CONTENT", "THINKING_TEXT_MESSAGE_END":
+		r.thinking(ev.Type, delta)
+	case "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CHUNK":
+		r.t.contentText(delta)
+	case "TOOL_CALL_START", "TOOL_CALL_CHUNK", "TOOL_CALL_ARGS", "TOOL_CALL_RESULT":
+		r.toolCall(ev, delta)
+	case "RUN_FINISHED":
+		r.finish(ev)
+		return true, nil
+	case "RUN_ERROR":
+		return true, &Error{Service: service, Kind: ErrMidStream, Code: ev.Code, Message: ev.Message}
+	}
+	return false, nil
+}
+
+// reasoning handles the REASONING_* events, which name the message they
+// add to, or for a chunk may leave it to the chunk before.
+func (r *aguiRun) reasoning(ev *aguiEvent, delta string) {
+	switch ev.Type {
 	case "REASONING_MESSAGE_CONTENT":
-		t.reasoningField(delta, ev.MessageID)
+		r.t.reasoningField(delta, ev.MessageID)
 	case "REASONING_MESSAGE_END":
-		t.reasoningEnd(ev.MessageID)
+		r.t.reasoningEnd(ev.MessageID)
 	case "REASONING_MESSAGE_CHUNK":
-		if ev.MessageID != "" && ev.MessageID != r.chunkReasoning {
-			if r.chunkReasoning != "" {
-				t.reasoningEnd(r.chunkReasoning)
+		r.reasoningChunk(ev.MessageID, delta)
+	case "REASONING_ENCRYPTED_VALUE":
+		// A tool call's value travels with the call, given at the run's
+		// end; a message's goes to the turn at once.
+		if ev.Subtype == "tool-call" {
+			if c := r.call(ev.EntityID); c != nil {
+				c.EncryptedValue = ev.EncryptedValue
 			}
-			r.chunkReasoning = ev.MessageID
+		} else {
+			r.t.encrypted(ev.EntityID, ev.EncryptedValue)
 		}
-		if r.chunkReasoning == "" {
-			r.chunkReasoning = gonanoid.Must()
+	}
+}
+
+// reasoningChunk adds to the chunked reasoning message: a chunk naming
+// another message closes the open one, and a chunk naming none continues
+// it, or opens one under a minted id.
+func (r *aguiRun) reasoningChunk(id, delta string) {
+	if id != "" && id != r.chunkReasoning {
+		if r.chunkReasoning != "" {
+			r.t.reasoningEnd(r.chunkReasoning)
 		}
-		t.reasoningField(delta, r.chunkReasoning)
+		r.chunkReasoning = id
+	}
+	if r.chunkReasoning == "" {
+		r.chunkReasoning = gonanoid.Must()
+	}
+	r.t.reasoningField(delta, r.chunkReasoning)
+}
+
+// thinking handles the deprecated THINKING_TEXT_MESSAGE_* events, which
+// carry no message id: one is minted per message, also for content that
+// comes without a start.
+func (r *aguiRun) thinking(typ, delta string) {
+	switch typ {
 	case "THINKING_TEXT_MESSAGE_START":
 		r.thinkingID = gonanoid.Must()
 	case "THINKING_TEXT_MESSAGE_CONTENT":
 		if r.thinkingID == "" {
 			r.thinkingID = gonanoid.Must()
 		}
-		t.reasoningField(delta, r.thinkingID)
+		r.t.reasoningField(delta, r.thinkingID)
 	case "THINKING_TEXT_MESSAGE_END":
 		if r.thinkingID != "" {
-			t.reasoningEnd(r.thinkingID)
+			r.t.reasoningEnd(r.thinkingID)
 			r.thinkingID = ""
 		}
-	case "REASONING_ENCRYPTED_VALUE":
-		if ev.Subtype == "tool-call" {
-			if c := r.call(ev.EntityID); c != nil {
-				c.EncryptedValue = ev.EncryptedValue
-			}
-		} else {
-			t.encrypted(ev.EntityID, ev.EncryptedValue)
-		}
-	case "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CHUNK":
-		t.contentText(delta)
+	}
+}
+
+// toolCall gathers the TOOL_CALL_* events into r.calls; the turn hears of
+// the calls only at the run's end, when their arguments are whole.
+func (r *aguiRun) toolCall(ev *aguiEvent, delta string) {
+	switch ev.Type {
 	case "TOOL_CALL_START":
 		r.calls = append(r.calls, ToolCall{ID: ev.ToolCallID, Name: ev.ToolCallName})
 	case "TOOL_CALL_CHUNK":
-		if ev.ToolCallID != "" && r.call(ev.ToolCallID) == nil {
-			r.calls = append(r.calls, ToolCall{ID: ev.ToolCallID, Name: ev.ToolCallName})
-		}
-		if ev.ToolCallID != "" {
-			r.chunkTool = ev.ToolCallID
-		}
-		if c := r.call(r.chunkTool); c != nil {
-			c.Arguments += delta
-		}
+		r.toolCallChunk(ev, delta)
 	case "TOOL_CALL_ARGS":
 		if c := r.call(ev.ToolCallID); c != nil {
 			c.Arguments += delta
 		}
 	case "TOOL_CALL_RESULT":
 		if c := r.call(ev.ToolCallID); c != nil {
-			s := string(ev.Content)
-			var text string
-			if json.Unmarshal(ev.Content, &text) == nil {
-				s = text
-			}
-			c.Result = &s
+			c.Result = resultText(ev.Content)
 		}
-	case "RUN_FINISHED":
-		pending := false
-		for _, c := range r.calls {
-			if c.Arguments == "" {
-				c.Arguments = "{}"
-			}
-			t.toolCall(c)
-			pending = pending || c.Result == nil
-		}
-		var u Usage
-		for _, x := range ev.Usage {
-			u.PromptTokens += x.InputTokens
-			u.CompletionTokens += x.OutputTokens
-			u.ReasoningTokens += x.ReasoningTokens
-		}
-		if len(ev.Usage) > 0 {
-			t.setUsage(u)
-		}
-		reason := FinishStop
-		if pending {
-			reason = FinishToolCalls
-		}
-		t.finish(reason)
-		return true, nil
-	case "RUN_ERROR":
-		return true, &Error{Service: service, Kind: ErrMidStream, Code: ev.Code, Message: ev.Message}
 	}
-	return false, nil
+}
+
+// toolCallChunk adds to the chunked tool call: a chunk with an id opens
+// the call if it is new and makes it the one later chunks without an id
+// add to.
+func (r *aguiRun) toolCallChunk(ev *aguiEvent, delta string) {
+	if ev.ToolCallID != "" && r.call(ev.ToolCallID) == nil {
+		r.calls = append(r.calls, ToolCall{ID: ev.ToolCallID, Name: ev.ToolCallName})
+	}
+	if ev.ToolCallID != "" {
+		r.chunkTool = ev.ToolCallID
+	}
+	if c := r.call(r.chunkTool); c != nil {
+		c.Arguments += delta
+	}
+}
+
+// resultText is a tool result's content as text: a JSON string unquoted,
+// any other JSON value as it came.
+func resultText(content json.RawMessage) *string {
+	s := string(content)
+	var text string
+	if json.Unmarshal(content, &text) == nil {
+		s = text
+	}
+	return &s
+}
+
+// finish hands the turn the run's tool calls and usage, and ends it: on
+// tool calls if one of them still waits for its result (the caller is to
+// run it), else on a stop.
+func (r *aguiRun) finish(ev *aguiEvent) {
+	pending := false
+	for _, c := range r.calls {
+		if c.Arguments == "" {
+			c.Arguments = "{}"
+		}
+		r.t.toolCall(c)
+		pending = pending || c.Result == nil
+	}
+	var u Usage
+	for _, x := range ev.Usage {
+		u.PromptTokens += x.InputTokens
+		u.CompletionTokens += x.OutputTokens
+		u.ReasoningTokens += x.ReasoningTokens
+	}
+	if len(ev.Usage) > 0 {
+		r.t.setUsage(u)
+	}
+	reason := FinishStop
+	if pending {
+		reason = FinishToolCalls
+	}
+	r.t.finish(reason)
 }
 
 func (c *aguiAgent) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
