@@ -3,6 +3,7 @@ package room
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -54,12 +55,47 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 		ev.mics = vj.mics
 		defer vj.stop()
 	}
-	// A loaded server can be slow to connect: try a few times before the
-	// job is reported failed. The stream handlers are in place before the
-	// join: a client sends its pre-connect recording as soon as it sees
-	// the bot, and a stream whose header comes before its handler is
-	// dropped.
-	room, err := retry(a.ctx, log, "joining the room", 3, func() (*lksdk.Room, error) {
+	room, err := a.joinRoom(token, ev, vj)
+	if err != nil {
+		log.Error("joining the room", "err", err)
+		a.metrics.jobs.WithLabelValues("failed").Inc()
+		return livekit.JobStatus_JS_FAILED, "could not join: " + err.Error()
+	}
+	opened := j.attach(room)
+	// The SDK gives up on a channel it cannot open after its connect
+	// timeout, which bounds this wait.
+	defer func() { <-opened }()
+	// livekit-server announces a participant that publishes no track
+	// only in the room's batched updates, every 3 s; an attribute change
+	// is announced at once. The agent state is what LiveKit's client
+	// components read anyway. With voice, listening comes once the
+	// microphones are heard.
+	state := voice.StateListening
+	if vj != nil {
+		state = voice.StateInitializing
+	}
+	sess.setAgentState(state)
+	joined := time.Now()
+	stopAwaiting := a.announcePresent(room, j.conn, sess, log)
+	defer stopAwaiting()
+	if vj != nil {
+		vj.start(room, sess)
+	}
+	if j.dispatched {
+		a.worker.jobStatus(j.id, livekit.JobStatus_JS_RUNNING, "")
+	}
+	log.Info("joined", "join", joined.Sub(assigned), "greeting", time.Since(joined))
+	return a.serveRoom(j, room, ev)
+}
+
+// joinRoom joins ev's room as the bot. A loaded server can be slow to
+// connect: it tries a few times before the job is reported failed. The
+// stream handlers are in place before the join: a client sends its
+// pre-connect recording as soon as it sees the bot, and a stream whose
+// header comes before its handler is dropped.
+func (a *Agent) joinRoom(token string, ev *roomEvents, vj *voiceJob) (*lksdk.Room, error) {
+	sess := ev.sess
+	return retry(a.ctx, ev.log, "joining the room", 3, func() (*lksdk.Room, error) {
 		r := lksdk.NewRoom(ev.callback())
 		_ = r.RegisterByteStreamHandler(Topic, func(sr *lksdk.ByteStreamReader, identity string) {
 			sess.receive(identity, readStream(sr))
@@ -75,11 +111,12 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 		}
 		return r, r.JoinWithToken(a.cfg.LiveKitURL, token, lksdk.WithAutoSubscribe(false), lksdk.WithConnectTimeout(15*time.Second))
 	})
-	if err != nil {
-		log.Error("joining the room", "err", err)
-		a.metrics.jobs.WithLabelValues("failed").Inc()
-		return livekit.JobStatus_JS_FAILED, "could not join: " + err.Error()
-	}
+}
+
+// attach gives the job's connection the room it joined and opens its data
+// channel without holding up the greeting; the channel returned is closed
+// once the data channel is open or given up.
+func (j *job) attach(room *lksdk.Room) <-chan struct{} {
 	j.conn.mu.Lock()
 	j.conn.room = room
 	j.conn.mu.Unlock()
@@ -88,51 +125,35 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 		defer close(opened)
 		j.conn.openDataChannel(room)
 	}()
-	// The SDK gives up on a channel it cannot open after its connect
-	// timeout, which bounds this wait.
-	defer func() { <-opened }()
-	// livekit-server announces a participant that publishes no track
-	// only in the room's batched updates, every 3 s; an attribute change
-	// is announced at once. The agent state is what LiveKit's client
-	// components read anyway. With voice, listening comes once the
-	// microphones are heard.
-	state := voice.StateListening
-	if vj != nil {
-		state = voice.StateInitializing
-	}
-	sess.setAgentState(state)
-	// Users already in the room get the handshake now, so that nobody
-	// depends on who came first.
-	joined := time.Now()
+	return opened
+}
+
+// announcePresent gives the users already in the room the handshake now,
+// so that nobody depends on who came first. Their attributes are here
+// already, whatever they sent before the bot came. In a room that looks
+// empty it looks for the first user (awaitFirstUser) until the returned
+// stop is called.
+func (a *Agent) announcePresent(room *lksdk.Room, c *conn, sess *Session, log *slog.Logger) (stop func()) {
 	present := room.GetRemoteParticipants()
 	log.Debug("participants at join", "n", len(present))
 	for _, p := range present {
 		if p.Kind() != lksdk.ParticipantAgent {
-			// Their attributes are here already, whatever they sent
-			// before the bot came.
 			sess.arrived(p.Identity(), p.Attributes())
 		}
 	}
-	if len(present) == 0 {
-		ctx, cancel := context.WithCancel(a.ctx)
-		found := make(chan struct{})
-		go func() {
-			defer close(found)
-			awaitFirstUser(ctx, room, j.conn, sess)
-		}()
-		defer func() {
-			cancel()
-			<-found
-		}()
+	if len(present) > 0 {
+		return func() {}
 	}
-	if vj != nil {
-		vj.start(room, sess)
+	ctx, cancel := context.WithCancel(a.ctx)
+	found := make(chan struct{})
+	go func() {
+		defer close(found)
+		awaitFirstUser(ctx, room, c, sess)
+	}()
+	return func() {
+		cancel()
+		<-found
 	}
-	if j.dispatched {
-		a.worker.jobStatus(j.id, livekit.JobStatus_JS_RUNNING, "")
-	}
-	log.Info("joined", "join", joined.Sub(assigned), "greeting", time.Since(joined))
-	return a.serveRoom(j, room, ev)
 }
 
 // firstUserWait and firstUserPoll: how long and how often a bot alone in
