@@ -90,82 +90,117 @@ func (a *Agent) tokenHandler(now func() time.Time, compared func()) http.Handler
 	// Said once per handler: the setting is the same for every request.
 	var proxyWarning sync.Once
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fail := func(status int, msg string) { httpjson.Error(w, status, msg) }
 		if !a.cfg.TrustForwardedFor && proxied(r) {
 			proxyWarning.Do(func() {
 				a.log.Warn("X-Forwarded-For from a loopback or private address, which is not trusted: wrong token secrets are limited per proxy address, so one client behind the proxy can lock every other out; set ALICIA_TRUST_FORWARDED_FOR=true if that proxy is the only way in",
 					"proxy", r.RemoteAddr)
 			})
 		}
-		addr := clientAddress(r, a.cfg.TrustForwardedFor)
-		// The try is spent before the secret is compared, in one locked
-		// step with the check: parallel guesses are counted one by one.
-		refund, wait, last := failures.take(addr)
-		if wait > 0 {
-			a.metrics.tokenRefused.Inc()
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
-			fail(http.StatusTooManyRequests, "too many wrong secrets from this address; try again after Retry-After seconds")
+		if !a.authorizeToken(w, r, failures, secret, compared) {
 			return
 		}
-		given, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		right := subtle.ConstantTimeCompare([]byte(given), []byte(secret)) == 1
-		if compared != nil {
-			compared()
-		}
-		if !right {
-			if last {
-				a.log.Warn("wrong token secrets from one address: throttled", "address", addr)
-			}
-			fail(http.StatusUnauthorized, "a valid bearer secret is required")
-			return
-		}
-		refund()
-		var req tokenRequest
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil {
-			fail(http.StatusBadRequest, "body must be JSON: {\"identity\": …, \"room\": …}")
-			return
-		}
-		if !roomNameOK(req.Identity) {
-			fail(http.StatusBadRequest, "identity is required (no spaces or slashes, at most 128 characters)")
+		req, msg := decodeTokenRequest(w, r)
+		if msg != "" {
+			httpjson.Error(w, http.StatusBadRequest, msg)
 			return
 		}
 		newRoom := req.Room == ""
 		if newRoom {
 			req.Room = wire.NewID("conv")
 		} else if !roomNameOK(req.Room) {
-			fail(http.StatusBadRequest, "room must have no spaces or slashes and at most 128 characters")
+			httpjson.Error(w, http.StatusBadRequest, "room must have no spaces or slashes and at most 128 characters")
 			return
 		}
-		attrs := map[string]string{}
-		if req.Features != nil {
-			for _, f := range req.Features {
-				if f == "" || strings.ContainsAny(f, ", ") {
-					fail(http.StatusBadRequest, "features are words without commas or spaces")
-					return
-				}
-			}
-			attrs[AttrFeatures] = strings.Join(req.Features, ",")
-		}
-		if req.ReasoningPreference != "" {
-			if !req.ReasoningPreference.Valid() {
-				fail(http.StatusBadRequest, "reasoningPreference is off, summary or full")
-				return
-			}
-			attrs[AttrReasoningPreference] = string(req.ReasoningPreference)
-		}
-		token, err := UserToken(a.cfg, req.Room, req.Identity, req.Name, attrs)
-		if err != nil {
-			fail(http.StatusInternalServerError, err.Error())
+		attrs, msg := tokenAttributes(req)
+		if msg != "" {
+			httpjson.Error(w, http.StatusBadRequest, msg)
 			return
 		}
-		if newRoom {
-			a.openRoom(r.Context(), rooms, req.Room)
-		} else {
-			a.ensureBot(r.Context(), rooms, req.Room)
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(tokenResponse{Token: token, URL: a.cfg.LiveKitURL, Room: req.Room, Identity: req.Identity})
+		a.issueToken(w, r, rooms, req, newRoom, attrs)
 	})
+}
+
+// authorizeToken spends one of the client address's tries and compares
+// its bearer secret with secret; a request it refuses has been answered.
+// The try is spent before the secret is compared, in one locked step with
+// the check, so that parallel guesses are counted one by one; the right
+// secret gets its try back.
+func (a *Agent) authorizeToken(w http.ResponseWriter, r *http.Request, failures *failureLimiter, secret string, compared func()) bool {
+	addr := clientAddress(r, a.cfg.TrustForwardedFor)
+	refund, wait, last := failures.take(addr)
+	if wait > 0 {
+		a.metrics.tokenRefused.Inc()
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+		httpjson.Error(w, http.StatusTooManyRequests, "too many wrong secrets from this address; try again after Retry-After seconds")
+		return false
+	}
+	given, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	right := subtle.ConstantTimeCompare([]byte(given), []byte(secret)) == 1
+	if compared != nil {
+		compared()
+	}
+	if !right {
+		if last {
+			a.log.Warn("wrong token secrets from one address: throttled", "address", addr)
+		}
+		httpjson.Error(w, http.StatusUnauthorized, "a valid bearer secret is required")
+		return false
+	}
+	refund()
+	return true
+}
+
+// decodeTokenRequest reads the request's body, or says why it cannot be
+// served (a 400).
+func decodeTokenRequest(w http.ResponseWriter, r *http.Request) (tokenRequest, string) {
+	var req tokenRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil {
+		return req, "body must be JSON: {\"identity\": …, \"room\": …}"
+	}
+	if !roomNameOK(req.Identity) {
+		return req, "identity is required (no spaces or slashes, at most 128 characters)"
+	}
+	return req, ""
+}
+
+// tokenAttributes are the participant attributes req asks the token to
+// carry, or why they cannot be (a 400). Features are joined with commas,
+// so no feature may hold one.
+func tokenAttributes(req tokenRequest) (map[string]string, string) {
+	attrs := map[string]string{}
+	if req.Features != nil {
+		for _, f := range req.Features {
+			if f == "" || strings.ContainsAny(f, ", ") {
+				return nil, "features are words without commas or spaces"
+			}
+		}
+		attrs[AttrFeatures] = strings.Join(req.Features, ",")
+	}
+	if req.ReasoningPreference != "" {
+		if !req.ReasoningPreference.Valid() {
+			return nil, "reasoningPreference is off, summary or full"
+		}
+		attrs[AttrReasoningPreference] = string(req.ReasoningPreference)
+	}
+	return attrs, ""
+}
+
+// issueToken mints the user's token and answers with it, after opening
+// its room (newRoom) or asking for a bot for a room that lost its own, so
+// that the bot is on its way before the user joins.
+func (a *Agent) issueToken(w http.ResponseWriter, r *http.Request, rooms *lksdk.RoomServiceClient, req tokenRequest, newRoom bool, attrs map[string]string) {
+	token, err := UserToken(a.cfg, req.Room, req.Identity, req.Name, attrs)
+	if err != nil {
+		httpjson.Error(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	if newRoom {
+		a.openRoom(r.Context(), rooms, req.Room)
+	} else {
+		a.ensureBot(r.Context(), rooms, req.Room)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(tokenResponse{Token: token, URL: a.cfg.LiveKitURL, Room: req.Room, Identity: req.Identity})
 }
 
 // openRoom creates a new conversation's room before its user has the

@@ -77,79 +77,16 @@ func (s *Session) run() {
 	}
 }
 
+// handle applies one item of the inbox, in the order it came: a room
+// event, or an envelope from a client, which is checked before the
+// conversation sees it.
 func (s *Session) handle(p rawPacket) {
-	switch p.event {
-	case eventArrived:
-		delete(s.stateShown, p.from)
-		s.showStateAgain(p.from)
-		if s.join(p.from) {
-			// It handshook before the bot heard of it: its Configuration
-			// is newer than its token's attributes, and it was answered.
-			return
-		}
-		s.applyAttributes(p.from, p.attrs, false)
-		s.welcome(p.from)
-		return
-	case eventLeft:
-		delete(s.asked, p.from)
-		s.leave(p.from)
-		return
-	case eventAttributes:
-		s.showStateAgain(p.from)
-		s.applyAttributes(p.from, p.attrs, true)
-		return
-	case eventChat:
-		s.chatMessage(p)
-		return
-	case eventAssume:
-		if s.asking[p.from] == p.gen {
-			delete(s.asking, p.from)
-			s.assume(p.from)
-		}
+	if s.handleEvent(p) {
 		return
 	}
-	if !s.isKnown(p.from) && !s.asked[p.from] && s.out.connection(p.from) == "" {
-		// LiveKit can deliver a client's packets to the bot seconds before
-		// it announces the client (with its attributes): ask for them now,
-		// so that they come before this packet, which is newer.
-		s.asked[p.from] = true
-		ctx, cancel := context.WithTimeout(s.ctx, 3*time.Second)
-		attrs, err := s.out.attributes(ctx, p.from)
-		cancel()
-		if err != nil {
-			s.log.Warn("reading the attributes of a participant the bot was not told of yet", "identity", p.from, "err", err)
-		} else {
-			s.applyAttributes(p.from, attrs, false)
-		}
-	}
-	env, err := wire.Unmarshal(p.payload)
-	if err != nil {
-		var de *wire.DecodeError
-		if !errors.As(err, &de) {
-			de = &wire.DecodeError{Code: wire.CodeMalformed, Reason: err.Error()}
-		}
-		s.metrics.badInput.WithLabelValues(strconv.Itoa(int(de.Code))).Inc()
-		s.log.Warn("bad envelope", "from", p.from, "err", err)
-		e := wire.NewError(s.ID, de.Code, de.Error(), wire.Severe())
-		if de.HasStanzaID {
-			s.sendError(p.from, e, de.StanzaID)
-		} else {
-			s.sendError(p.from, e)
-		}
-		return
-	}
-	if env.StanzaID <= 0 {
-		// A client numbers 1, 2, 3…: a zero or negative stanza claims to
-		// come from a server.
-		s.metrics.badInput.WithLabelValues("101").Inc()
-		s.sendError(p.from, wire.NewError(s.ID, wire.CodeMalformed,
-			fmt.Sprintf("stanza %d: clients number their envelopes 1, 2, 3…; negative stanzas are the server's", env.StanzaID), wire.Severe(), wire.About(bodyID(env))), env.StanzaID)
-		return
-	}
-	if env.ConversationID != "" && env.ConversationID != s.ID {
-		s.metrics.badInput.WithLabelValues("201").Inc()
-		s.sendError(p.from, wire.NewError(s.ID, wire.CodeConversationNotFound,
-			fmt.Sprintf("this room is conversation %s, not %s", s.ID, env.ConversationID), wire.Severe(), wire.About(bodyID(env))), env.StanzaID)
+	s.askAttributes(p.from)
+	env, ok := s.decode(p)
+	if !ok || !s.addressedHere(p.from, env) {
 		return
 	}
 	if s.duplicate(p.from, env.StanzaID, p.payload) {
@@ -162,6 +99,109 @@ func (s *Session) handle(p rawPacket) {
 		s.hold(p.from, pipeline.Inbound{From: p.from, StanzaID: env.StanzaID, Body: env.Body, Received: p.received}, bodyID(env))
 		return
 	}
+	s.deliver(p, env)
+}
+
+// handleEvent applies p if it is a room event, and says whether it was;
+// a data packet is left to handle.
+func (s *Session) handleEvent(p rawPacket) bool {
+	switch p.event {
+	case eventArrived:
+		delete(s.stateShown, p.from)
+		s.showStateAgain(p.from)
+		if s.join(p.from) {
+			// It handshook before the bot heard of it: its Configuration
+			// is newer than its token's attributes, and it was answered.
+			return true
+		}
+		s.applyAttributes(p.from, p.attrs, false)
+		s.welcome(p.from)
+	case eventLeft:
+		delete(s.asked, p.from)
+		s.leave(p.from)
+	case eventAttributes:
+		s.showStateAgain(p.from)
+		s.applyAttributes(p.from, p.attrs, true)
+	case eventChat:
+		s.chatMessage(p)
+	case eventAssume:
+		// A grace that a Configuration ended meanwhile, or that a later
+		// grace replaced, assumes nothing.
+		if s.asking[p.from] == p.gen {
+			delete(s.asking, p.from)
+			s.assume(p.from)
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// askAttributes reads, once, the attributes of a sender the bot was not
+// told of yet. LiveKit can deliver a client's packets to the bot seconds
+// before it announces the client (with its attributes): asking now makes
+// them apply before this packet, which is newer.
+func (s *Session) askAttributes(from string) {
+	if s.isKnown(from) || s.asked[from] || s.out.connection(from) != "" {
+		return
+	}
+	s.asked[from] = true
+	ctx, cancel := context.WithTimeout(s.ctx, 3*time.Second)
+	attrs, err := s.out.attributes(ctx, from)
+	cancel()
+	if err != nil {
+		s.log.Warn("reading the attributes of a participant the bot was not told of yet", "identity", from, "err", err)
+	} else {
+		s.applyAttributes(from, attrs, false)
+	}
+}
+
+// decode reads p's envelope. One that cannot be read is answered with a
+// severe error, about its stanza when that much could be read, so that the
+// client knows which of its envelopes was lost.
+func (s *Session) decode(p rawPacket) (*wire.Envelope, bool) {
+	env, err := wire.Unmarshal(p.payload)
+	if err == nil {
+		return env, true
+	}
+	var de *wire.DecodeError
+	if !errors.As(err, &de) {
+		de = &wire.DecodeError{Code: wire.CodeMalformed, Reason: err.Error()}
+	}
+	s.metrics.badInput.WithLabelValues(strconv.Itoa(int(de.Code))).Inc()
+	s.log.Warn("bad envelope", "from", p.from, "err", err)
+	e := wire.NewError(s.ID, de.Code, de.Error(), wire.Severe())
+	if de.HasStanzaID {
+		s.sendError(p.from, e, de.StanzaID)
+	} else {
+		s.sendError(p.from, e)
+	}
+	return nil, false
+}
+
+// addressedHere says whether env is a client's envelope for this
+// conversation; one that is not is answered with a severe error.
+func (s *Session) addressedHere(from string, env *wire.Envelope) bool {
+	if env.StanzaID <= 0 {
+		// A client numbers 1, 2, 3…: a zero or negative stanza claims to
+		// come from a server.
+		s.metrics.badInput.WithLabelValues("101").Inc()
+		s.sendError(from, wire.NewError(s.ID, wire.CodeMalformed,
+			fmt.Sprintf("stanza %d: clients number their envelopes 1, 2, 3…; negative stanzas are the server's", env.StanzaID), wire.Severe(), wire.About(bodyID(env))), env.StanzaID)
+		return false
+	}
+	if env.ConversationID != "" && env.ConversationID != s.ID {
+		s.metrics.badInput.WithLabelValues("201").Inc()
+		s.sendError(from, wire.NewError(s.ID, wire.CodeConversationNotFound,
+			fmt.Sprintf("this room is conversation %s, not %s", s.ID, env.ConversationID), wire.Severe(), wire.About(bodyID(env))), env.StanzaID)
+		return false
+	}
+	return true
+}
+
+// deliver hands a checked envelope on: a Configuration to the handshake,
+// anything else but an acknowledgement to the conversation.
+func (s *Session) deliver(p rawPacket, env *wire.Envelope) {
 	if _, isConfig := env.Body.(*wire.Configuration); !isConfig {
 		// A client that talks without a handshake is in sync from now on.
 		s.post(func() { s.sync(p.from) })

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"sync/atomic"
 	"time"
 
@@ -56,12 +55,47 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 		ev.mics = vj.mics
 		defer vj.stop()
 	}
-	// A loaded server can be slow to connect: try a few times before the
-	// job is reported failed. The stream handlers are in place before the
-	// join: a client sends its pre-connect recording as soon as it sees
-	// the bot, and a stream whose header comes before its handler is
-	// dropped.
-	room, err := retry(a.ctx, log, "joining the room", 3, func() (*lksdk.Room, error) {
+	room, err := a.joinRoom(token, ev, vj)
+	if err != nil {
+		log.Error("joining the room", "err", err)
+		a.metrics.jobs.WithLabelValues("failed").Inc()
+		return livekit.JobStatus_JS_FAILED, "could not join: " + err.Error()
+	}
+	opened := j.attach(room)
+	// The SDK gives up on a channel it cannot open after its connect
+	// timeout, which bounds this wait.
+	defer func() { <-opened }()
+	// livekit-server announces a participant that publishes no track
+	// only in the room's batched updates, every 3 s; an attribute change
+	// is announced at once. The agent state is what LiveKit's client
+	// components read anyway. With voice, listening comes once the
+	// microphones are heard.
+	state := voice.StateListening
+	if vj != nil {
+		state = voice.StateInitializing
+	}
+	sess.setAgentState(state)
+	joined := time.Now()
+	stopAwaiting := a.announcePresent(room, j.conn, sess, log)
+	defer stopAwaiting()
+	if vj != nil {
+		vj.start(room, sess)
+	}
+	if j.dispatched {
+		a.worker.jobStatus(j.id, livekit.JobStatus_JS_RUNNING, "")
+	}
+	log.Info("joined", "join", joined.Sub(assigned), "greeting", time.Since(joined))
+	return a.serveRoom(j, room, ev)
+}
+
+// joinRoom joins ev's room as the bot. A loaded server can be slow to
+// connect: it tries a few times before the job is reported failed. The
+// stream handlers are in place before the join: a client sends its
+// pre-connect recording as soon as it sees the bot, and a stream whose
+// header comes before its handler is dropped.
+func (a *Agent) joinRoom(token string, ev *roomEvents, vj *voiceJob) (*lksdk.Room, error) {
+	sess := ev.sess
+	return retry(a.ctx, ev.log, "joining the room", 3, func() (*lksdk.Room, error) {
 		r := lksdk.NewRoom(ev.callback())
 		_ = r.RegisterByteStreamHandler(Topic, func(sr *lksdk.ByteStreamReader, identity string) {
 			sess.receive(identity, readStream(sr))
@@ -77,11 +111,12 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 		}
 		return r, r.JoinWithToken(a.cfg.LiveKitURL, token, lksdk.WithAutoSubscribe(false), lksdk.WithConnectTimeout(15*time.Second))
 	})
-	if err != nil {
-		log.Error("joining the room", "err", err)
-		a.metrics.jobs.WithLabelValues("failed").Inc()
-		return livekit.JobStatus_JS_FAILED, "could not join: " + err.Error()
-	}
+}
+
+// attach gives the job's connection the room it joined and opens its data
+// channel without holding up the greeting; the channel returned is closed
+// once the data channel is open or given up.
+func (j *job) attach(room *lksdk.Room) <-chan struct{} {
 	j.conn.mu.Lock()
 	j.conn.room = room
 	j.conn.mu.Unlock()
@@ -90,51 +125,35 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 		defer close(opened)
 		j.conn.openDataChannel(room)
 	}()
-	// The SDK gives up on a channel it cannot open after its connect
-	// timeout, which bounds this wait.
-	defer func() { <-opened }()
-	// livekit-server announces a participant that publishes no track
-	// only in the room's batched updates, every 3 s; an attribute change
-	// is announced at once. The agent state is what LiveKit's client
-	// components read anyway. With voice, listening comes once the
-	// microphones are heard.
-	state := voice.StateListening
-	if vj != nil {
-		state = voice.StateInitializing
-	}
-	sess.setAgentState(state)
-	// Users already in the room get the handshake now, so that nobody
-	// depends on who came first.
-	joined := time.Now()
+	return opened
+}
+
+// announcePresent gives the users already in the room the handshake now,
+// so that nobody depends on who came first. Their attributes are here
+// already, whatever they sent before the bot came. In a room that looks
+// empty it looks for the first user (awaitFirstUser) until the returned
+// stop is called.
+func (a *Agent) announcePresent(room *lksdk.Room, c *conn, sess *Session, log *slog.Logger) (stop func()) {
 	present := room.GetRemoteParticipants()
 	log.Debug("participants at join", "n", len(present))
 	for _, p := range present {
 		if p.Kind() != lksdk.ParticipantAgent {
-			// Their attributes are here already, whatever they sent
-			// before the bot came.
 			sess.arrived(p.Identity(), p.Attributes())
 		}
 	}
-	if len(present) == 0 {
-		ctx, cancel := context.WithCancel(a.ctx)
-		found := make(chan struct{})
-		go func() {
-			defer close(found)
-			awaitFirstUser(ctx, room, j.conn, sess)
-		}()
-		defer func() {
-			cancel()
-			<-found
-		}()
+	if len(present) > 0 {
+		return func() {}
 	}
-	if vj != nil {
-		vj.start(room, sess)
+	ctx, cancel := context.WithCancel(a.ctx)
+	found := make(chan struct{})
+	go func() {
+		defer close(found)
+		awaitFirstUser(ctx, room, c, sess)
+	}()
+	return func() {
+		cancel()
+		<-found
 	}
-	if j.dispatched {
-		a.worker.jobStatus(j.id, livekit.JobStatus_JS_RUNNING, "")
-	}
-	log.Info("joined", "join", joined.Sub(assigned), "greeting", time.Since(joined))
-	return a.serveRoom(j, room, ev)
 }
 
 // firstUserWait and firstUserPoll: how long and how often a bot alone in
@@ -253,133 +272,4 @@ func (a *Agent) serveRoom(j *job, room *lksdk.Room, ev *roomEvents) (livekit.Job
 			return livekit.JobStatus_JS_SUCCESS, "handed over"
 		}
 	}
-}
-
-// roomEvents maps the SDK's room callbacks to the session, the
-// microphones and the job. The SDK calls them on its own goroutines:
-// none of them blocks.
-type roomEvents struct {
-	log     *slog.Logger
-	metrics *Metrics
-	sess    *Session
-	conn    *conn
-	mics    *mics // nil without voice
-	// humans holds the number of users in the room after the latest
-	// arrival or departure; disconnected, why the SDK gave the room up.
-	humans       chan int
-	disconnected chan lksdk.DisconnectionReason
-}
-
-func (e *roomEvents) callback() *lksdk.RoomCallback {
-	cb := lksdk.NewRoomCallback()
-	cb.OnDataPacket = e.dataPacket
-	cb.OnParticipantConnected = e.participantConnected
-	cb.OnParticipantDisconnected = e.participantDisconnected
-	cb.OnAttributesChanged = e.attributesChanged
-	cb.OnDisconnectedWithReason = e.disconnectedWithReason
-	cb.OnReconnected = e.reconnected
-	if e.mics != nil {
-		cb.OnTrackPublished = e.mics.published
-		cb.OnTrackSubscribed = e.mics.subscribed
-		cb.OnTrackUnsubscribed = e.mics.unsubscribed
-	}
-	return cb
-}
-
-// reconnected: the SDK is back in the room. After a full rejoin (the
-// LiveKit server restarted) it announces nobody who was there already,
-// though their connections are new: each is announced here, and one whose
-// connection changed is greeted again.
-func (e *roomEvents) reconnected() {
-	e.sess.reconnected()
-	r := e.conn.get()
-	if r == nil {
-		return
-	}
-	for _, p := range r.GetRemoteParticipants() {
-		if p.Kind() != lksdk.ParticipantAgent {
-			e.sess.arrived(p.Identity(), p.Attributes())
-		}
-	}
-	e.countHumans()
-}
-
-func (e *roomEvents) dataPacket(data lksdk.DataPacket, p lksdk.DataReceiveParams) {
-	u, ok := data.(*lksdk.UserDataPacket)
-	if !ok || !isAlicia(u.Topic) {
-		return
-	}
-	if p.Sender != nil && p.Sender.Kind() == lksdk.ParticipantAgent {
-		e.metrics.badInput.WithLabelValues("agent").Inc()
-		return
-	}
-	e.sess.receive(p.SenderIdentity, u.Payload)
-}
-
-func (e *roomEvents) participantConnected(p *lksdk.RemoteParticipant) {
-	e.log.Debug("participant connected", "identity", p.Identity(), "kind", p.Kind())
-	if p.Kind() == lksdk.ParticipantAgent {
-		return
-	}
-	e.sess.arrived(p.Identity(), p.Attributes())
-	e.countHumans()
-}
-
-func (e *roomEvents) participantDisconnected(p *lksdk.RemoteParticipant) {
-	e.log.Debug("participant disconnected", "identity", p.Identity())
-	e.sess.left(p.Identity())
-	e.countHumans()
-}
-
-// countHumans leaves the latest count for serveRoom, replacing one it
-// has not read: only the latest matters, and the callback must not wait.
-func (e *roomEvents) countHumans() {
-	r := e.conn.get()
-	if r == nil {
-		return
-	}
-	n := countHumans(r)
-	for {
-		select {
-		case e.humans <- n:
-			return
-		default:
-		}
-		select {
-		case <-e.humans:
-		default:
-		}
-	}
-}
-
-func (e *roomEvents) attributesChanged(changed map[string]string, p lksdk.Participant) {
-	rp, ok := p.(*lksdk.RemoteParticipant)
-	if !ok || rp.Kind() == lksdk.ParticipantAgent {
-		return
-	}
-	attrs := maps.Clone(rp.Attributes())
-	if _, ok := changed[AttrReasoningPreference]; !ok {
-		// The preference is set when the client sets it, not again
-		// whenever another attribute changes (it may have been changed
-		// since, through the HTTP API).
-		delete(attrs, AttrReasoningPreference)
-	}
-	e.sess.attributesChanged(rp.Identity(), attrs)
-}
-
-func (e *roomEvents) disconnectedWithReason(reason lksdk.DisconnectionReason) {
-	select {
-	case e.disconnected <- reason:
-	default:
-	}
-}
-
-func countHumans(r *lksdk.Room) int {
-	n := 0
-	for _, p := range r.GetRemoteParticipants() {
-		if p.Kind() != lksdk.ParticipantAgent {
-			n++
-		}
-	}
-	return n
 }
