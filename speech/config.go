@@ -28,7 +28,7 @@ type ProviderConfig struct {
 	TTSURL, TTSModel, TTSAPIKey, TTSVoice string
 	// TTSFormat is "pcm" (default) or "wav".
 	TTSFormat string
-	// TTSRate is the sample rate of "pcm" responses. Default 24000.
+	// TTSRate is the sample rate of "pcm" responses (DefaultPCMRate).
 	TTSRate int
 	// TTSStreamFormat is "audio" (a chunked audio body) or "sse"
 	// (OpenAI's speech.audio.delta events).
@@ -59,7 +59,7 @@ func (c *ProviderConfig) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.TTSAPIKey, "tts-api-key", "", "the synthesiser's API key")
 	fs.StringVar(&c.TTSVoice, "tts-voice", "alloy", "the synthesiser's voice")
 	fs.StringVar(&c.TTSFormat, "tts-format", "pcm", "pcm (streamed 16-bit mono) or wav")
-	fs.IntVar(&c.TTSRate, "tts-pcm-rate", 24000, "the sample rate of pcm responses, in Hz")
+	fs.IntVar(&c.TTSRate, "tts-pcm-rate", DefaultPCMRate, "the sample rate of pcm responses, in Hz")
 	fs.StringVar(&c.TTSStreamFormat, "tts-stream-format", "audio", "audio: a chunked audio body; sse: server-sent speech.audio.delta events (stream_format=sse, with pcm); both play from the first bytes")
 }
 

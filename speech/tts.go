@@ -52,6 +52,10 @@ type Synthesizer interface {
 	Stream(ctx context.Context, req *SynthesizeRequest) iter.Seq[SynthesizeEvent]
 }
 
+// DefaultPCMRate is the sample rate of headerless "pcm" speech from
+// OpenAI, Kokoro and openedai-speech.
+const DefaultPCMRate = 24000
+
 // OpenAISynthesizer speaks the OpenAI speech API, POST {URL}/audio/speech,
 // as Kokoro-FastAPI, openedai-speech, speaches and OpenAI serve it. It asks
 // for raw PCM (or WAV) and yields each piece of audio as it arrives, in
@@ -69,7 +73,7 @@ type OpenAISynthesizer struct {
 	// pcm as headerless 16-bit little-endian mono.
 	Format string
 	// PCMRate is the sample rate of "pcm" responses, which carry no
-	// header: 24000 for OpenAI, Kokoro and openedai-speech (the default).
+	// header; 0 means DefaultPCMRate.
 	PCMRate int
 	// StreamFormat "sse" asks for OpenAI's server-sent events
 	// (stream_format: sse); "" or "audio" for a chunked audio body.
@@ -157,7 +161,7 @@ func (o *OpenAISynthesizer) runOn(ctx context.Context, a failover.Attempt, paylo
 	}
 	rate, channels := o.PCMRate, 1
 	if rate == 0 {
-		rate = 24000
+		rate = DefaultPCMRate
 	}
 	switch mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt {
 	case "text/event-stream":
