@@ -32,17 +32,7 @@ func BenchmarkPreemptiveGeneration(b *testing.B) {
 			ctx := context.Background()
 			speak(ctx, mic, speechtest.Silence(1000, voice.InputRate))
 			speech := trimmed(speechtest.Render(b, question, 140, voice.InputRate))
-			var toOutput, toAnswer time.Duration
-			for b.Loop() {
-				speak(ctx, mic, speech)
-				end := time.Now()
-				speak(ctx, mic, speechtest.Silence(1000, voice.InputRate))
-				first, _ := rec.waitFor(b, end, "audio", func(f trackFrame) bool { return f.rms > 300 })
-				answer, _ := rec.waitFor(b, end, "answer", trackFrame.speech)
-				toOutput += first.at.Sub(end)
-				toAnswer += answer.at.Sub(end)
-				u.listening()
-			}
+			toOutput, toAnswer := askRepeatedly(b, u, mic, rec, speech, 1000)
 			_, used, _ := obs.counts()
 			b.ReportMetric(float64(toOutput.Milliseconds())/float64(b.N), "ms-to-first-audio")
 			b.ReportMetric(float64(toAnswer.Milliseconds())/float64(b.N), "ms-to-answer")

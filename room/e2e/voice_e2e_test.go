@@ -771,20 +771,29 @@ func BenchmarkThinkingAloud(b *testing.B) {
 				ctx := context.Background()
 				speak(ctx, mic, speechtest.Silence(1000, voice.InputRate))
 				speech := trimmed(speechtest.Render(b, question, 140, voice.InputRate))
-				var toOutput, toAnswer time.Duration
-				for b.Loop() {
-					speak(ctx, mic, speech)
-					end := time.Now()
-					speak(ctx, mic, speechtest.Silence(500, voice.InputRate))
-					first, _ := rec.waitFor(b, end, "audio", func(f trackFrame) bool { return f.rms > 300 })
-					answer, _ := rec.waitFor(b, end, "answer", trackFrame.speech)
-					toOutput += first.at.Sub(end)
-					toAnswer += answer.at.Sub(end)
-					u.listening()
-				}
+				toOutput, toAnswer := askRepeatedly(b, u, mic, rec, speech, 500)
 				b.ReportMetric(float64(toOutput.Milliseconds())/float64(b.N), "ms-to-first-audio")
 				b.ReportMetric(float64(toAnswer.Milliseconds())/float64(b.N), "ms-to-answer")
 			})
 		}
 	}
+}
+
+// askRepeatedly asks the spoken question once per benchmark iteration,
+// each followed by silenceMs of silence, and sums the times from the end
+// of its speech to the bot's first audio (cue or answer) and to its
+// answer.
+func askRepeatedly(b *testing.B, u *user, mic *lkmedia.PCMLocalTrack, rec *frameRecorder, speech []int16, silenceMs int) (toOutput, toAnswer time.Duration) {
+	ctx := context.Background()
+	for b.Loop() {
+		speak(ctx, mic, speech)
+		end := time.Now()
+		speak(ctx, mic, speechtest.Silence(silenceMs, voice.InputRate))
+		first, _ := rec.waitFor(b, end, "audio", func(f trackFrame) bool { return f.rms > 300 })
+		answer, _ := rec.waitFor(b, end, "answer", trackFrame.speech)
+		toOutput += first.at.Sub(end)
+		toAnswer += answer.at.Sub(end)
+		u.listening()
+	}
+	return toOutput, toAnswer
 }
