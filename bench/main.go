@@ -51,6 +51,7 @@ type options struct {
 	// ns are the voice benchmark's sizes, run one after another.
 	ns                  []int
 	sttTransport, mic   string
+	echo                echoPath
 	interruptEvery      int
 	voiceCycle          time.Duration
 	keep                bool
@@ -90,6 +91,10 @@ func main() {
 	flag.BoolVar(&o.voice, "voice", false, "spoken turns: each user speaks espeak-ng questions on its microphone track and listens to the bot's; the speech servers run as a process of their own")
 	flag.StringVar(&o.sttTransport, "stt-transport", "realtime", "with -voice: how the bot reaches the recogniser, realtime (WebSocket) or http")
 	flag.StringVar(&o.mic, "mic", "noise", "with -voice: what the users' microphones send between phrases, noise (a quiet room's, 50 packets a second: a client without DTX) or dtx (a packet every 400 ms, as LiveKit's clients publish a microphone in a quiet room)")
+	flag.Func("echo", "with -voice: off, or how each user's microphone picks up the bot's voice, as a phone on speaker without an echo canceller: a delay and a gain, as 150ms,-10dB (through a room: low-passed, with a reflection)", func(v string) (err error) {
+		o.echo, err = parseEcho(v)
+		return err
+	})
 	flag.IntVar(&o.interruptEvery, "interrupt-every", 3, "with -voice: every so many turns a user talks over the answer (0: never)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the run's folder, with the bot's (and with -voice the speech servers') logs, and say where")
 	flag.DurationVar(&o.voiceCycle, "voice-spread", 20*time.Second, "with -voice: the users' first questions spread over this long")

@@ -54,7 +54,7 @@ func TestStoppedLiveKitNode(t *testing.T) {
 	t.Logf("room on node 1, served by the worker connected to node %d", served)
 
 	stopped := time.Now()
-	bobBack := make(chan string, 1)
+	bobBack := make(chan error, 1)
 	go func() {
 		for bob.room.ConnectionState() == lksdk.ConnectionStateConnected && ctx.Err() == nil {
 			sleepCtx(ctx, 50*time.Millisecond)
@@ -62,10 +62,13 @@ func TestStoppedLiveKitNode(t *testing.T) {
 		noticed := time.Since(stopped)
 		bob.room.Disconnect()
 		msg, err := comeBack(ctx, t, bob, bots[1], stopped, features)
+		worker2 := linesWith(bots[1].logTail(400), bob.convID)
 		if err != nil {
-			msg = "bob: " + err.Error()
+			err = fmt.Errorf("bob: %w\nworker 2 on bob's room:\n%s", err, worker2)
+		} else {
+			t.Logf("bob (gives up at once): noticed after %v; %s\nworker 2 on bob's room:\n%s", noticed.Round(time.Millisecond), msg, worker2)
 		}
-		bobBack <- fmt.Sprintf("bob (gives up at once): noticed after %v; %s", noticed.Round(time.Millisecond), msg)
+		bobBack <- err
 	}()
 	nodes[0].Stop()
 	t.Logf("node 1 stopped in %v", time.Since(stopped).Round(time.Millisecond))
@@ -92,7 +95,9 @@ func TestStoppedLiveKitNode(t *testing.T) {
 		t.Fatalf("alice: %v\nworker 2:\n%s", err, bots[1].logTail(20))
 	}
 	t.Logf("alice (waits for her SDK): %s", msg)
-	t.Log(<-bobBack)
+	if err := <-bobBack; err != nil {
+		t.Error(err)
+	}
 	for i, b := range bots {
 		for _, line := range strings.Split(b.logTail(400), "\n") {
 			if strings.Contains(line, u.convID) || strings.Contains(line, "disconnected") || strings.Contains(line, "lost") {
@@ -144,4 +149,15 @@ func comeBack(ctx context.Context, t *testing.T, u *user, live *bot, stopped tim
 	}
 	return fmt.Sprintf("back in the room via node 2 %v after the stop (%d attempts); next answer %v after the stop",
 		back.Round(time.Millisecond), attempts, time.Since(stopped).Round(time.Millisecond)), nil
+}
+
+// linesWith are the lines of log that mention s.
+func linesWith(log, s string) string {
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, s) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -22,7 +22,10 @@ import (
 )
 
 // redisDB claims an empty database of the machine's Redis for one test's
-// LiveKit nodes, and empties it afterwards.
+// LiveKit nodes, and empties it afterwards. The claim is a key in
+// database 0 set only if absent, so that tests running at once (in this
+// process or another) never share a database; it expires on its own if
+// a test dies without its cleanup.
 func redisDB(t *testing.T) (string, int) {
 	t.Helper()
 	addr := os.Getenv("ALICIA_TEST_REDIS_ADDR")
@@ -31,26 +34,38 @@ func redisDB(t *testing.T) (string, int) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	start := 1 + rand.IntN(15)
+	claims := redis.NewClient(&redis.Options{Addr: addr})
+	owner := fmt.Sprintf("%d/%s/%d", os.Getpid(), t.Name(), rand.Uint64())
+	start := rand.IntN(15)
 	for i := range 15 {
 		db := 1 + (start+i)%15
-		c := redis.NewClient(&redis.Options{Addr: addr, DB: db})
-		n, err := c.DBSize(ctx).Result()
+		key := fmt.Sprintf("alicia-test:redis-db:%d", db)
+		ok, err := claims.SetNX(ctx, key, owner, 30*time.Minute).Result()
 		if err != nil {
-			c.Close()
+			claims.Close()
 			testenv.Unavailable(t, "Redis is not reachable at %s: %v", addr, err)
 		}
-		if n == 0 {
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer cancel()
-				_ = c.FlushDB(ctx).Err()
-				c.Close()
-			})
-			return addr, db
+		if !ok {
+			continue
 		}
-		c.Close()
+		c := redis.NewClient(&redis.Options{Addr: addr, DB: db})
+		if n, err := c.DBSize(ctx).Result(); err != nil || n != 0 {
+			// Left over by something else: not ours to empty.
+			c.Close()
+			claims.Del(ctx, key)
+			continue
+		}
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = c.FlushDB(ctx).Err()
+			c.Close()
+			claims.Del(ctx, key)
+			claims.Close()
+		})
+		return addr, db
 	}
+	claims.Close()
 	t.Fatalf("no empty database in the Redis at %s", addr)
 	return "", 0
 }

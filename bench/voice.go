@@ -22,7 +22,7 @@ import (
 // voiceRound is one N's run: a fresh bot, N users joining, each asking
 // o.turns questions with pauses between, every o.interruptEvery-th turn
 // talked over.
-func voiceRound(ctx context.Context, o options, n int, bin, dir string, lk *lkserver.Server, speech *speechServers, model string, questions []phrase, over phrase, between [][]byte) (*voiceReport, error) {
+func voiceRound(ctx context.Context, o options, n int, bin, dir string, lk *lkserver.Server, speech *speechServers, model string, sounds *voiceSounds) (*voiceReport, error) {
 	var dbURL string
 	if o.postgres == "on" {
 		var drop func()
@@ -51,14 +51,14 @@ func voiceRound(ctx context.Context, o options, n int, bin, dir string, lk *lkse
 	// (see run), and the bot's first synthesis and recognition.
 	fmt.Fprintf(os.Stderr, "bench: N=%d: warm-up conversation...\n", n)
 	warmCtx, cancelWarm := context.WithCancel(ctx)
-	warm, err := joinVoice(warmCtx, b.api, b.secret, "warm-up", between)
+	warm, err := joinVoice(warmCtx, b.api, b.secret, "warm-up", sounds, o.echo)
 	if err != nil {
 		cancelWarm()
 		return nil, fmt.Errorf("warm-up: %w", err)
 	}
 	warmStart := time.Now()
 	go warm.mic.run(warmCtx)
-	wt := warm.speakTurn(warmCtx, questions[0], over, false, o.turnTimeout)
+	wt := warm.speakTurn(warmCtx, sounds.questions[0], sounds.over, false, o.turnTimeout)
 	cancelWarm()
 	warm.leave()
 	if len(wt) == 0 || wt[0].err != "" {
@@ -72,12 +72,12 @@ func voiceRound(ctx context.Context, o options, n int, bin, dir string, lk *lkse
 		return nil, ctx.Err()
 	}
 	idle1, _ := procCPU(pid)
-	rep := &voiceReport{n: n, mic: o.mic, idle: (idle1 - idle0) / time.Since(idleStart).Seconds()}
+	rep := &voiceReport{n: n, mic: o.mic, echo: o.echo, idle: (idle1 - idle0) / time.Since(idleStart).Seconds()}
 	rss0, _ := procRSS(pid)
 
 	fmt.Fprintf(os.Stderr, "bench: N=%d: users joining...\n", n)
 	joined, joinFailures := joinAll(n, o.joinParallel, func(i int) (*voiceUser, error) {
-		return joinVoice(ctx, b.api, b.secret, fmt.Sprintf("voice%04d", i), between)
+		return joinVoice(ctx, b.api, b.secret, fmt.Sprintf("voice%04d", i), sounds, o.echo)
 	})
 	rep.joinFailures = joinFailures
 	micCtx, stopMics := context.WithCancel(ctx)
@@ -136,7 +136,7 @@ func voiceRound(ctx context.Context, o options, n int, bin, dir string, lk *lkse
 			}
 			for k := range o.turns {
 				interrupt := o.interruptEvery > 0 && (k+i)%o.interruptEvery == o.interruptEvery-1
-				ts := u.speakTurn(ctx, questions[(i+k)%len(questions)], over, interrupt, o.turnTimeout)
+				ts := u.speakTurn(ctx, sounds.questions[(i+k)%len(sounds.questions)], sounds.over, interrupt, o.turnTimeout)
 				results[i] = append(results[i], ts...)
 				for _, t := range ts {
 					if t.err != "" {
@@ -202,7 +202,7 @@ func voiceBench(ctx context.Context, o options, w io.Writer) (reps []*voiceRepor
 		return nil, err
 	}
 	fmt.Fprintln(os.Stderr, "bench: rendering and encoding the questions...")
-	questions, over, between, err := voiceAudio(o.mic == "dtx")
+	sounds, err := voiceAudio(o.mic == "dtx")
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +227,7 @@ func voiceBench(ctx context.Context, o options, w io.Writer) (reps []*voiceRepor
 
 	var rows []string
 	for _, n := range o.ns {
-		rep, err := voiceRound(ctx, o, n, bin, dir, lk, speech, model.URL+"/vllm/v1", questions, over, between)
+		rep, err := voiceRound(ctx, o, n, bin, dir, lk, speech, model.URL+"/vllm/v1", sounds)
 		if err != nil {
 			return reps, fmt.Errorf("with %d users: %w", n, err)
 		}

@@ -32,66 +32,128 @@ const interruption = "wait stop and tell me about the stars"
 // that neither side of a user resamples.
 const opusRate = 48000
 
-const frame = 20 * time.Millisecond
+const (
+	frame        = 20 * time.Millisecond
+	frameSamples = opusRate / 50
+)
 
-// phrase is a question rendered once and encoded once: a hundred users
-// cannot each afford an Opus encoder on two cores shared with the bot.
-type phrase struct {
-	text   string
+// sound is audio encoded once, as 20 ms Opus frames, and kept as the
+// same frames of PCM for a microphone that mixes an echo into it: a
+// hundred users cannot each afford an Opus encoder on two cores shared
+// with the bot, unless their microphones pick up the bot. Frames of pcm
+// may be nil (silence), and all of it when a user never echoes.
+type sound struct {
 	frames [][]byte
+	pcm    [][]int16
 }
 
-// voiceAudio renders the phrases with espeak-ng and encodes them as 20 ms
-// Opus frames, and what a microphone sends between them: with dtx, a
-// client in Opus DTX in a quiet room (a packet every 400 ms or so, as
-// LiveKit's clients publish a microphone); without, a second of a quiet
-// room's noise that never stops (a client without DTX, or a room too noisy
-// for it).
-func voiceAudio(dtx bool) (questions []phrase, interrupt phrase, between [][]byte, err error) {
+// encode makes a sound of pcm.
+func encode(pcm []int16, dtx bool) (sound, error) {
+	f, err := speechtest.Opus(pcm, opusRate, dtx)
+	if err != nil {
+		return sound{}, err
+	}
+	s := sound{frames: f, pcm: make([][]int16, len(f))}
+	for i := range s.pcm {
+		s.pcm[i] = pcm[i*frameSamples : (i+1)*frameSamples]
+	}
+	return s, nil
+}
+
+// phrase is a question rendered once and encoded once.
+type phrase struct {
+	text string
+	sound
+}
+
+// voiceSounds are what the users say, and what their microphones send
+// between: with dtx, a client in Opus DTX in a quiet room (a packet every
+// 400 ms or so, as LiveKit's clients publish a microphone); without, a
+// second of a quiet room's noise that never stops (a client without DTX,
+// or a room too noisy for it).
+type voiceSounds struct {
+	questions []phrase
+	over      phrase
+	between   sound
+	dtx       bool
+}
+
+// voiceAudio renders the phrases with espeak-ng and encodes them.
+func voiceAudio(dtx bool) (*voiceSounds, error) {
 	say := func(text string) (phrase, error) {
 		pcm, err := speechtest.Speak(text, 140, opusRate)
 		if err != nil {
 			return phrase{}, err
 		}
-		f, err := speechtest.Opus(speechtest.Trim(pcm), opusRate, dtx)
-		return phrase{text: text, frames: f}, err
+		s, err := encode(speechtest.Trim(pcm), dtx)
+		return phrase{text: text, sound: s}, err
 	}
+	v := &voiceSounds{dtx: dtx}
 	for _, q := range voiceQuestions {
 		p, err := say(q)
 		if err != nil {
-			return nil, phrase{}, nil, err
+			return nil, err
 		}
-		questions = append(questions, p)
+		v.questions = append(v.questions, p)
 	}
-	if interrupt, err = say(interruption); err != nil {
-		return nil, phrase{}, nil, err
+	var err error
+	if v.over, err = say(interruption); err != nil {
+		return nil, err
 	}
 	if dtx {
 		// Digital silence, because libopus (1.3) never goes into DTX on
 		// white noise, even at -90 dBFS; a browser's noise suppression
 		// leaves a quiet room close to it. A minute of it, so that the
-		// encoder's way into DTX is not repeated every second.
-		between, err = speechtest.Opus(speechtest.Silence(60_000, opusRate), opusRate, true)
+		// encoder's way into DTX is not repeated every second; its PCM
+		// is nil, silence.
+		v.between.frames, err = speechtest.Opus(speechtest.Silence(60_000, opusRate), opusRate, true)
+		v.between.pcm = make([][]int16, len(v.between.frames))
 	} else {
-		between, err = speechtest.Opus(speechtest.Noise(1000, opusRate, 7), opusRate, false)
+		v.between, err = encode(speechtest.Noise(1000, opusRate, 7), false)
 	}
-	return questions, interrupt, between, err
+	return v, err
 }
 
 // mic is a user's microphone track: what it sends between phrases, and
-// the phrases it is told to say, 20 ms at a time at real-time pace.
+// the phrases it is told to say, 20 ms at a time at real-time pace. With
+// an echo, it hears the bot too, and encodes what it sends as it goes.
 type mic struct {
 	track   *webrtc.TrackLocalStaticRTP
-	between [][]byte // a nil frame is not sent
+	between sound // a nil frame is not sent
+	echo    *echoLine
+	enc     *speechtest.Encoder
+	pcm     []int16
 
 	mu  sync.Mutex
 	cur *utterance
 }
 
+// phoneComplexity is the Opus complexity libwebrtc uses on phones.
+const phoneComplexity = 5
+
+// newMic is a microphone that sends s.between between phrases and, when
+// echo is on, the bot's voice as it comes back; its track is set before
+// it runs.
+func newMic(s *voiceSounds, echo echoPath) (*mic, error) {
+	m := &mic{between: s.between}
+	if !echo.on() {
+		return m, nil
+	}
+	enc, err := speechtest.NewEncoder(opusRate, s.dtx)
+	if err == nil {
+		err = enc.SetComplexity(phoneComplexity)
+	}
+	if err != nil {
+		return nil, err
+	}
+	m.echo, m.enc, m.pcm = newEchoLine(echo), enc, make([]int16, frameSamples)
+	return m, nil
+}
+
 // utterance is a phrase being said: when its first and last frames went
 // out, and done closed once the last has.
 type utterance struct {
-	frames       [][]byte
+	sound
 	next         int
 	onset, ended time.Time
 	done         chan struct{}
@@ -99,7 +161,7 @@ type utterance struct {
 
 // say starts saying p after what the mic is saying now, which it replaces.
 func (m *mic) say(p phrase) *utterance {
-	u := &utterance{frames: p.frames, done: make(chan struct{})}
+	u := &utterance{sound: p.sound, done: make(chan struct{})}
 	m.mu.Lock()
 	m.cur = u
 	m.mu.Unlock()
@@ -121,12 +183,12 @@ func (m *mic) run(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		data := m.between[rest%len(m.between)]
+		now := time.Now()
+		s, i := m.between, rest%len(m.between.frames)
 		rest++
 		m.mu.Lock()
 		if u := m.cur; u != nil {
-			data = u.frames[u.next]
-			now := time.Now()
+			s, i = u.sound, u.next
 			if u.next == 0 {
 				u.onset = now
 			}
@@ -138,6 +200,7 @@ func (m *mic) run(ctx context.Context) {
 			}
 		}
 		m.mu.Unlock()
+		data := m.packet(s, i, now)
 		if data != nil {
 			// The first packet after a gap starts a talkspurt (RFC 3551 §4.1).
 			_ = m.track.WriteRTP(&rtp.Packet{Header: rtp.Header{Version: 2, Marker: !sent, SequenceNumber: seq, Timestamp: ts}, Payload: data})
@@ -148,9 +211,31 @@ func (m *mic) run(ctx context.Context) {
 	}
 }
 
+// packet is what the microphone sends at now: frame i of s as encoded
+// once, or, with an echo, mixed with the echo due and encoded now.
+func (m *mic) packet(s sound, i int, now time.Time) []byte {
+	if m.echo == nil {
+		return s.frames[i]
+	}
+	if p := s.pcm[i]; p != nil {
+		copy(m.pcm, p)
+	} else {
+		clear(m.pcm)
+	}
+	m.echo.mix(m.pcm, now)
+	data, err := m.enc.Encode(m.pcm)
+	if err != nil {
+		return nil
+	}
+	return data
+}
+
 // ear hears the bot's track: when it was loud, and whether with the
 // thinking cue's two partials or with speech.
 type ear struct {
+	// echo, when the user's microphone picks up the bot, hears all of it.
+	echo *echoLine
+
 	mu    sync.Mutex
 	heard []heardFrame
 	// spoke is when the bot was first heard speaking.
@@ -166,6 +251,9 @@ type heardFrame struct {
 const keepHeard = 90 * time.Second
 
 func (e *ear) WriteSample(p media.PCM16Sample) error {
+	if e.echo != nil {
+		_ = e.echo.WriteSample(p)
+	}
 	var sum float64
 	for _, v := range p {
 		sum += float64(v) * float64(v)

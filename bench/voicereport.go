@@ -17,7 +17,8 @@ import (
 // voiceReport is one N's figures.
 type voiceReport struct {
 	n, users     int
-	mic          string // what the microphones send between phrases (-mic)
+	mic          string   // what the microphones send between phrases (-mic)
+	echo         echoPath // how they pick up the bot (-echo)
 	joinFailures []string
 	turns        []voiceTurn
 	wall         time.Duration
@@ -42,10 +43,10 @@ const (
 // breakdown is the stages printed, in the order a turn passes them.
 var breakdown = []string{"endpointing", "recognition", "model_first_token", "first_sentence", "synthesis_first_byte", "first_audio", "own"}
 
-// unrecognisedKey holds, among the stages, the bot's count of speech that
-// the recogniser returned no words for (alicia_voice_talk_over_total
-// {outcome="unrecognised"}), as a histogram of one sample each.
-const unrecognisedKey = "unrecognised"
+// talkOverKey holds, among the stages, the bot's count of what users'
+// speech over it or to it came to (alicia_voice_talk_over_total, by
+// outcome), as a histogram of one sample each.
+func talkOverKey(outcome string) string { return "talk_over:" + outcome }
 
 // histogram is a Prometheus histogram's cumulative buckets.
 type histogram struct {
@@ -102,8 +103,8 @@ func parseStages(r io.Reader) (stageHistograms, error) {
 	if f := fams["alicia_voice_talk_over_total"]; f != nil {
 		for _, m := range f.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "outcome" && l.GetValue() == unrecognisedKey {
-					out[unrecognisedKey] = histogram{count: m.GetCounter().GetValue()}
+				if l.GetName() == "outcome" {
+					out[talkOverKey(l.GetValue())] = histogram{count: m.GetCounter().GetValue()}
 				}
 			}
 		}
@@ -184,9 +185,11 @@ func (r *voiceReport) print(w io.Writer) {
 			misheard++
 		}
 	}
-	fmt.Fprintf(w, "\nvoice: %d users (%d failed to join; microphones: %s), %d spoken turns over %v, %d failed, %d talked over, %d misheard\n",
-		r.users, len(r.joinFailures), r.mic, len(r.turns), r.wall.Round(time.Second), failed, interrupted, misheard)
+	fmt.Fprintf(w, "\nvoice: %d users (%d failed to join; microphones: %s, echo %v), %d spoken turns over %v, %d failed, %d talked over, %d misheard\n",
+		r.users, len(r.joinFailures), r.mic, r.echo, len(r.turns), r.wall.Round(time.Second), failed, interrupted, misheard)
 	fmt.Fprintf(w, "  speech the recogniser returned no words for (the bot counted it and started no turn): %d\n", r.unrecognised())
+	fmt.Fprintf(w, "  talk over the bot as it counted it: %d interruptions, %d false interruptions (resumed), %d noise ignored, %d echo rejected\n",
+		r.talkOver("interruption"), r.talkOver("false_interruption"), r.talkOver("noise"), r.talkOver("echo"))
 	if len(reasons) > 0 {
 		var rs []string
 		for k, v := range reasons {
@@ -216,7 +219,10 @@ func (r *voiceReport) print(w io.Writer) {
 }
 
 // unrecognised is how much speech the bot counted as giving no words.
-func (r *voiceReport) unrecognised() int { return int(r.stages[unrecognisedKey].count) }
+func (r *voiceReport) unrecognised() int { return r.talkOver("unrecognised") }
+
+// talkOver is how often the bot counted talk over it coming to outcome.
+func (r *voiceReport) talkOver(outcome string) int { return int(r.stages[talkOverKey(outcome)].count) }
 
 // perConversation is the bot's CPU per voice conversation, in cores,
 // above what it spends idle.

@@ -31,10 +31,15 @@ type voiceUser struct {
 }
 
 // joinVoice joins a new conversation as a client that plays audio and
-// shows reasoning, publishes a microphone sending between when it says
-// nothing, and listens to the bot's track.
-func joinVoice(ctx context.Context, api, secret, identity string, between [][]byte) (*voiceUser, error) {
-	e := &ear{}
+// shows reasoning, publishes a microphone sending s.between when it says
+// nothing (and the bot's voice back, with an echo), and listens to the
+// bot's track.
+func joinVoice(ctx context.Context, api, secret, identity string, s *voiceSounds, echo echoPath) (*voiceUser, error) {
+	m, err := newMic(s, echo)
+	if err != nil {
+		return nil, err
+	}
+	e := &ear{echo: m.echo}
 	var tracks []*lkmedia.PCMRemoteTrack
 	var mu sync.Mutex
 	onTrack := func(track *webrtc.TrackRemote) {
@@ -87,7 +92,8 @@ func joinVoice(ctx context.Context, api, secret, identity string, between [][]by
 		u.leave()
 		return nil, ctx.Err()
 	}
-	return &voiceUser{user: u, mic: &mic{track: track, between: between}, ear: e}, nil
+	m.track = track
+	return &voiceUser{user: u, mic: m, ear: e}, nil
 }
 
 // voiceTurn is what a user heard of one spoken question.
@@ -104,9 +110,11 @@ type voiceTurn struct {
 	err         string
 }
 
-// echoWarmup is the bot's default: in the first 3 s of its first speech
-// only words interrupt it (a client's echo canceller may not have
-// settled), so its pause at the onset is measured after them.
+// echoWarmup is how long the bot's first speech is talked over at the
+// earliest: its echo warm-up, 3 s, was on by default, and is off now
+// that the bot removes its own echo; waiting as long keeps the pause at
+// the onset measured as before, and past the first second of the first
+// answer, in which the echo suppressor may still hold back talk.
 const echoWarmup = 3 * time.Second
 
 // speakTurn says q and follows its answer; with interrupt, it talks over

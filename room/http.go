@@ -255,6 +255,28 @@ func (a *Agent) joinOnToken(room string) (*job, string) {
 	return j, token
 }
 
+// dispatchedTo reports whether LiveKit was asked to send this agent to
+// room.
+func (a *Agent) dispatchedTo(ctx context.Context, room string) bool {
+	res, err := a.dispatch.ListDispatch(ctx, &livekit.ListAgentDispatchRequest{Room: room})
+	if err != nil {
+		return false
+	}
+	for _, d := range res.AgentDispatches {
+		if d.AgentName == a.cfg.AgentName {
+			return true
+		}
+	}
+	return false
+}
+
+// stored reports whether room holds a conversation the store knows: it
+// had a bot.
+func (a *Agent) stored(ctx context.Context, room string) bool {
+	_, err := a.store.Conversation(ctx, room)
+	return err == nil
+}
+
 // lkAgentNameAttr is the attribute LiveKit gives a dispatched agent's
 // participant, its agent name; a bot that joins on its own has it too.
 const lkAgentNameAttr = "lk.agent_name"
@@ -264,8 +286,20 @@ const lkAgentNameAttr = "lk.agent_name"
 func (a *Agent) ensureBot(ctx context.Context, rooms *lksdk.RoomServiceClient, room string) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
+	// A room that is not there is created by the user's join, which
+	// dispatches the bot through the token's room configuration. An empty
+	// room that is there gets no dispatch from a join: LiveKit dispatches
+	// a room's agents once, when it creates it. One that was given this
+	// agent then, or that holds a stored conversation, and has no bot lost
+	// it (its LiveKit node stopped, or the job found the room served
+	// elsewhere, and its users left to look for one): it gets another now.
+	// A room LiveKit kept through its node's stop had no dispatch there:
+	// its bot joined on its own, and a client that comes back to it, waits
+	// for a greeting and leaves keeps it from ever being new again. A
+	// room created for something else, without the agent, waits for its
+	// user.
 	res, err := rooms.ListParticipants(ctx, &livekit.ListParticipantsRequest{Room: room})
-	if err != nil || len(res.Participants) == 0 {
+	if err != nil || (len(res.Participants) == 0 && !a.dispatchedTo(ctx, room) && !a.stored(ctx, room)) {
 		return
 	}
 	for _, p := range res.Participants {

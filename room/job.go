@@ -38,9 +38,12 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 		// Its bot is rejoining after a LiveKit restart; a second bot would
 		// replace it and lose what its session holds for the clients'
 		// resume.
-		log.Info("another process serves this room; leaving it to that bot")
-		a.metrics.jobs.WithLabelValues("yielded").Inc()
-		return livekit.JobStatus_JS_SUCCESS, "another process serves the room"
+		log.Info("another process serves this room; standing by while it does")
+		if serve, why := a.standBy(j, log); !serve {
+			log.Info("this process yields the room", "why", why)
+			a.metrics.jobs.WithLabelValues("yielded").Inc()
+			return livekit.JobStatus_JS_SUCCESS, "another process serves the room"
+		}
 	}
 	sess := newSession(a.ctx, SessionConfig{ID: j.room, Store: a.store, Open: a.open, Metrics: a.metrics, Logger: a.log,
 		AssumeAfter: a.cfg.AssumeAfter, AssumedFeatures: a.cfg.AssumedFeatures}, j.conn)
@@ -86,6 +89,78 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	}
 	log.Info("joined", "join", joined.Sub(assigned), "greeting", time.Since(joined))
 	return a.serveRoom(j, room, ev)
+}
+
+// standByGrace is how long a job waits for the bot that another
+// process's lease says serves its room to show up in it: after a
+// LiveKit restart that bot's SDK rejoins within seconds. maxStandBy
+// bounds the wait.
+const (
+	standByGrace = 10 * time.Second
+	maxStandBy   = 2 * time.Minute
+)
+
+// standBy waits while another live process's lease names the job's
+// room, and reports whether this job is to serve it after all: the
+// other process let the room go, or no bot is in the room after
+// standByGrace while a user is. The second case is a LiveKit node that
+// stopped: LiveKit does not move rooms, so a user who came back through
+// another node is in a new room of the same name on that node, and the
+// old bot goes on trying to reconnect to the dead node for about a
+// minute, then cannot ask for another bot through it. A bot the room
+// lists is no reason to yield before maxStandBy: LiveKit may go on
+// listing the old bot in that new room, for minutes, and the old
+// process lets the room go when its SDK gives up. The room is looked at
+// once a second; no event tells of a bot that never comes.
+func (a *Agent) standBy(j *job, log *slog.Logger) (serve bool, why string) {
+	began := time.Now()
+	listed := true
+	for a.servedElsewhere(j.room) {
+		waited := time.Since(began)
+		if waited >= maxStandBy {
+			return false, "the other process kept the room"
+		}
+		bot, users, err := a.members(j.room)
+		if err != nil && listed {
+			// Once: it is asked again every second.
+			log.Warn("cannot list the room's participants while standing by", "err", err)
+		}
+		if !bot && users > 0 && waited >= standByGrace {
+			log.Info("the bot another process's lease names is not in the room; this one serves it")
+			return true, ""
+		}
+		listed = err == nil
+		again := time.NewTimer(time.Second)
+		select {
+		case <-again.C:
+		case <-j.ended:
+			again.Stop()
+			return false, "the job ended"
+		case <-a.ctx.Done():
+			again.Stop()
+			return false, "stopping"
+		}
+	}
+	log.Info("the other process let the room go; this one serves it")
+	return true, ""
+}
+
+// members tells whether a bot is in room, and how many users, as this
+// process's LiveKit node lists them.
+func (a *Agent) members(room string) (bot bool, users int, err error) {
+	ctx, cancel := context.WithTimeout(a.ctx, 2*time.Second)
+	defer cancel()
+	res, err := a.rooms.ListParticipants(ctx, &livekit.ListParticipantsRequest{Room: room})
+	if err != nil {
+		return false, 0, err
+	}
+	for _, p := range res.Participants {
+		if p.Kind == livekit.ParticipantInfo_AGENT {
+			return true, users, nil
+		}
+		users++
+	}
+	return false, users, nil
 }
 
 // joinRoom joins ev's room as the bot. A loaded server can be slow to

@@ -32,7 +32,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "alicia", Subsystem: "room", Name: "jobs_total",
 			Help: "Agent jobs by outcome: accepted, refused, yielded (the room has a live bot already), done, failed, handed_over, taken_over."}, []string{"outcome"}),
 		talkOver: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "alicia", Subsystem: "voice", Name: "talk_over_total",
-			Help: "What users' speech over the agent or to it came to: interruption (the agent stopped), false_interruption (no words; it resumed), unrecognised (speech with no transcript; no turn)."}, []string{"outcome"}),
+			Help: "What users' speech over the agent or to it came to: interruption (the agent stopped), false_interruption (no words; it resumed), unrecognised (speech with no transcript; no turn), noise (a sound over the agent that was not voice; it did not pause), echo (the agent's own voice coming back through a user's microphone; removed, it did not pause)."}, []string{"outcome"}),
 		tokenRefused: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "alicia", Subsystem: "room", Name: "token_throttled_total",
 			Help: "POST /v1/token requests refused 429 because their address sent too many wrong secrets."}),
 		viaServer: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "alicia", Subsystem: "room", Name: "envelopes_via_server_total",
@@ -47,8 +47,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// Interrupted, FalseInterruption and Unrecognised make the metrics the
-// voice stage's Observer.
+// Interrupted, FalseInterruption, Unrecognised, NoiseIgnored and
+// EchoRejected make the metrics the voice stage's Observer.
 func (m *Metrics) Interrupted()       { m.talkOver.WithLabelValues("interruption").Inc() }
 func (m *Metrics) FalseInterruption() { m.talkOver.WithLabelValues("false_interruption").Inc() }
 func (m *Metrics) Unrecognised()      { m.talkOver.WithLabelValues("unrecognised").Inc() }
+func (m *Metrics) NoiseIgnored()      { m.talkOver.WithLabelValues("noise").Inc() }
+func (m *Metrics) EchoRejected()      { m.talkOver.WithLabelValues("echo").Inc() }

@@ -64,6 +64,7 @@ func (v *voiceJob) start(r *lksdk.Room, sess *Session) {
 		cfg.Observer = sess.metrics
 	}
 	stage, leave := voice.Join(cfg, conv, sess, sess.speech, out)
+	out.track.Tap(stage.Sent)
 	v.leave = leave
 	v.wg.Add(1)
 	go func() {

@@ -35,8 +35,9 @@ type worker struct {
 	// no more can be taken.
 	load func() (float32, uint32, bool)
 
-	mu      sync.Mutex
-	conn    *websocket.Conn
+	mu sync.Mutex
+	// conn is the registered connection's outbox; nil while disconnected.
+	conn    *outbox
 	full    bool
 	pending []*livekit.UpdateJobStatus // reported once reconnected
 	changed chan struct{}
@@ -86,18 +87,7 @@ func (w *worker) run(ctx context.Context) {
 }
 
 func (w *worker) serve(ctx context.Context) error {
-	endpoint, err := agentURL(w.url)
-	if err != nil {
-		return err
-	}
-	token, err := auth.NewAccessToken(w.apiKey, w.apiSecret).SetVideoGrant(&auth.VideoGrant{Agent: true}).SetValidFor(time.Hour).ToJWT()
-	if err != nil {
-		return err
-	}
-	header := http.Header{"Authorization": []string{"Bearer " + token}}
-	dialCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	conn, _, err := websocket.DefaultDialer.DialContext(dialCtx, endpoint, header)
-	cancel()
+	conn, err := w.dial(ctx)
 	if err != nil {
 		return err
 	}
@@ -106,13 +96,21 @@ func (w *worker) serve(ctx context.Context) error {
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 
+	out := &outbox{frames: make(chan frame), closed: make(chan struct{})}
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		out.run(conn)
+	}()
 	w.mu.Lock()
-	w.conn = conn
+	w.conn = out
 	w.mu.Unlock()
 	defer func() {
 		w.mu.Lock()
 		w.conn = nil
 		w.mu.Unlock()
+		close(out.closed)
+		<-writerDone
 	}()
 	if err := w.write(&livekit.WorkerMessage{Message: &livekit.WorkerMessage_Register{Register: &livekit.RegisterWorkerRequest{
 		Type: livekit.JobType_JT_ROOM, AgentName: w.agentName, Version: w.version,
@@ -138,27 +136,50 @@ func (w *worker) serve(ctx context.Context) error {
 		if err := proto.Unmarshal(b, msg); err != nil {
 			return fmt.Errorf("agent protocol: %w", err)
 		}
-		switch m := msg.Message.(type) {
-		case *livekit.ServerMessage_Register:
-			w.log.Info("agent worker registered", "worker", m.Register.WorkerId, "agent", w.agentName)
-			w.flushPending()
-			w.registrations.Add(1)
-			w.regOnce.Do(func() { close(w.registered) })
-		case *livekit.ServerMessage_Availability:
-			job := m.Availability.Job
-			w.log.Debug("availability request", "job", job.Id, "room", job.Room.GetName())
-			ok := w.available(job)
-			if err := w.write(&livekit.WorkerMessage{Message: &livekit.WorkerMessage_Availability{Availability: &livekit.AvailabilityResponse{
-				JobId: job.Id, Available: ok, ParticipantIdentity: BotIdentity, ParticipantName: botName,
-			}}}); err != nil {
-				return err
-			}
-		case *livekit.ServerMessage_Assignment:
-			w.assign(m.Assignment.Job, m.Assignment.Token)
-		case *livekit.ServerMessage_Termination:
-			w.log.Info("job terminated by the server", "job", m.Termination.JobId)
+		if err := w.handle(msg); err != nil {
+			return err
 		}
 	}
+}
+
+// dial opens the worker connection to LiveKit.
+func (w *worker) dial(ctx context.Context) (*websocket.Conn, error) {
+	endpoint, err := agentURL(w.url)
+	if err != nil {
+		return nil, err
+	}
+	token, err := auth.NewAccessToken(w.apiKey, w.apiSecret).SetVideoGrant(&auth.VideoGrant{Agent: true}).SetValidFor(time.Hour).ToJWT()
+	if err != nil {
+		return nil, err
+	}
+	header := http.Header{"Authorization": []string{"Bearer " + token}}
+	dialCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, _, err := websocket.DefaultDialer.DialContext(dialCtx, endpoint, header)
+	return conn, err
+}
+
+// handle takes one message of the server's.
+func (w *worker) handle(msg *livekit.ServerMessage) error {
+	switch m := msg.Message.(type) {
+	case *livekit.ServerMessage_Register:
+		w.log.Info("agent worker registered", "worker", m.Register.WorkerId, "agent", w.agentName)
+		w.flushPending()
+		w.registrations.Add(1)
+		w.regOnce.Do(func() { close(w.registered) })
+	case *livekit.ServerMessage_Availability:
+		job := m.Availability.Job
+		w.log.Debug("availability request", "job", job.Id, "room", job.Room.GetName())
+		ok := w.available(job)
+		return w.write(&livekit.WorkerMessage{Message: &livekit.WorkerMessage_Availability{Availability: &livekit.AvailabilityResponse{
+			JobId: job.Id, Available: ok, ParticipantIdentity: BotIdentity, ParticipantName: botName,
+		}}})
+	case *livekit.ServerMessage_Assignment:
+		w.assign(m.Assignment.Job, m.Assignment.Token)
+	case *livekit.ServerMessage_Termination:
+		w.log.Info("job terminated by the server", "job", m.Termination.JobId)
+	}
+	return nil
 }
 
 // botPermissions are the bot's in its rooms; updating its own attributes
@@ -174,18 +195,73 @@ const botName = "Alicia"
 // takes a room over replaces the previous one under the same identity.
 const BotIdentity = "alicia"
 
+var errWorkerDisconnected = errors.New("agent worker not connected")
+
+// outbox is one connection's writer: a WebSocket takes one writer at a
+// time, and a write may wait seconds on a slow network, which no caller
+// should spend holding the worker's mutex.
+type outbox struct {
+	frames chan frame
+	// closed is closed when the connection is done with.
+	closed chan struct{}
+}
+
+// frame is an encoded message; sent gets its write's outcome.
+type frame struct {
+	b    []byte
+	sent chan error
+}
+
+// run writes the frames until the connection is done with.
+func (o *outbox) run(conn *websocket.Conn) {
+	for {
+		select {
+		case f := <-o.frames:
+			_ = conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			f.sent <- conn.WriteMessage(websocket.BinaryMessage, f.b)
+		case <-o.closed:
+			return
+		}
+	}
+}
+
+// write sends m and returns once it was written, or failed.
 func (w *worker) write(m *livekit.WorkerMessage) error {
 	b, err := proto.Marshal(m)
 	if err != nil {
 		return err
 	}
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.conn == nil {
-		return errors.New("agent worker not connected")
+	out := w.conn
+	w.mu.Unlock()
+	if out == nil {
+		return errWorkerDisconnected
 	}
-	_ = w.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	return w.conn.WriteMessage(websocket.BinaryMessage, b)
+	f := frame{b: b, sent: make(chan error, 1)}
+	select {
+	case out.frames <- f:
+	case <-out.closed:
+		return errWorkerDisconnected
+	}
+	select {
+	case err := <-f.sent:
+		return err
+	case <-out.closed:
+		return errWorkerDisconnected
+	}
+}
+
+// sendStatus reports the load and whether more jobs are welcome.
+func (w *worker) sendStatus() error {
+	load, jobs, full := w.load()
+	w.mu.Lock()
+	status := livekit.WorkerStatus_WS_AVAILABLE
+	if w.full || full {
+		status = livekit.WorkerStatus_WS_FULL
+	}
+	w.mu.Unlock()
+	return w.write(&livekit.WorkerMessage{Message: &livekit.WorkerMessage_UpdateWorker{UpdateWorker: &livekit.UpdateWorkerStatus{
+		Status: &status, Load: load, JobCount: jobs}}})
 }
 
 // reportStatus sends load now and then, and at once when it changes, so
@@ -194,15 +270,7 @@ func (w *worker) reportStatus(ctx context.Context) {
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
 	for {
-		load, jobs, full := w.load()
-		w.mu.Lock()
-		status := livekit.WorkerStatus_WS_AVAILABLE
-		if w.full || full {
-			status = livekit.WorkerStatus_WS_FULL
-		}
-		w.mu.Unlock()
-		_ = w.write(&livekit.WorkerMessage{Message: &livekit.WorkerMessage_UpdateWorker{UpdateWorker: &livekit.UpdateWorkerStatus{
-			Status: &status, Load: load, JobCount: jobs}}})
+		_ = w.sendStatus()
 		select {
 		case <-ctx.Done():
 			return
@@ -220,13 +288,16 @@ func (w *worker) loadChanged() {
 	}
 }
 
-// drain stops new jobs from coming to this process.
+// drain stops new jobs from coming to this process. It returns once
+// LiveKit was told, so that the rooms handed over next are not offered
+// back to it.
 func (w *worker) drain() {
 	w.mu.Lock()
 	w.full = true
 	w.mu.Unlock()
-	w.loadChanged()
-	time.Sleep(50 * time.Millisecond) // let the report leave before handing rooms over
+	if err := w.sendStatus(); err != nil {
+		w.log.Warn("agent worker: could not report that it takes no more jobs", "err", err)
+	}
 }
 
 // jobStatus reports a job's state; while disconnected, the report waits

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/alicia-voice/alicia/internal/testenv"
 )
 
 // landings makes every committed conversation row announce itself, and
@@ -28,7 +30,7 @@ func landings(t *testing.T, pool *pgxpool.Pool) func(convs ...string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { listener.Close(context.Background()) })
+	testenv.CleanupWithin(t, time.Minute, func(ctx context.Context) { _ = listener.Close(ctx) })
 	if _, err := listener.Exec(ctx, `LISTEN landed`); err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +56,7 @@ func warmWriter(t *testing.T, window time.Duration) (*writer, *pgxpool.Pool, fun
 	t.Helper()
 	pool, flights := countingPool(t)
 	w := newWriter(pool, slog.New(slog.DiscardHandler), 1000, window, "", nil)
-	t.Cleanup(func() { w.close(context.Background()) })
+	testenv.CleanupWithin(t, time.Minute, func(ctx context.Context) { w.close(ctx) })
 	if err := w.write(turnRecords("warm", time.Now())); err != nil {
 		t.Fatal(err)
 	}

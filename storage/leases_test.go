@@ -19,7 +19,7 @@ func TestLapsedLeaseIsClaimedOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { p.Close(context.Background()) })
+	testenv.CleanupWithin(t, time.Minute, func(ctx context.Context) { _ = p.Close(ctx) })
 	ctx := context.Background()
 	renew := func(agent, worker string, ttl time.Duration, rooms ...string) []storage.Lease {
 		t.Helper()

@@ -28,7 +28,7 @@ func open(t *testing.T, url string, mode storage.ReasoningMode, key []byte) *sto
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	testenv.CleanupWithin(t, time.Minute, func(ctx context.Context) { _ = p.Close(ctx) })
 	return p
 }
 

@@ -88,7 +88,7 @@ func countingPool(t *testing.T) (*pgxpool.Pool, *atomic.Int64) {
 func testWriter(t *testing.T, pool *pgxpool.Pool) *writer {
 	t.Helper()
 	w := newWriter(pool, slog.New(slog.DiscardHandler), 1000, -1, "", nil)
-	t.Cleanup(func() { w.close(context.Background()) })
+	testenv.CleanupWithin(t, time.Minute, func(ctx context.Context) { w.close(ctx) })
 	return w
 }
 

@@ -35,6 +35,7 @@ type conformance struct {
 		Content *string
 	}
 	FirstFrame string
+	ModelSpoke bool
 }
 
 // The AG-UI endpoint of a running alicia serve, checked with the official
@@ -143,8 +144,8 @@ func TestAGUIConformance(t *testing.T) {
 	t.Run("abort stops generation", func(t *testing.T) {
 		before := cancelled.Load()
 		r := check(t, map[string]any{"url": addr + "/agui", "input": input("thread-6", "ponder", true), "headers": headers, "abort": true})
-		if !strings.Contains(r.FirstFrame, "RUN_STARTED") {
-			t.Fatalf("first frame %q", r.FirstFrame)
+		if !strings.Contains(r.FirstFrame, "RUN_STARTED") || !r.ModelSpoke {
+			t.Fatalf("first frame %q, the model's words seen before hanging up: %v", r.FirstFrame, r.ModelSpoke)
 		}
 		testenv.Eventually(t, "the model to stop generating after the client hung up", func() bool { return cancelled.Load() != before })
 	})

@@ -58,7 +58,7 @@ func runChat(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return err
 	}
 	s.print("Joined %s. Type a message; /stop, /regenerate and /quit work too.\n> ", tok.Room)
-	return s.converse(ctx, readLines(stdin))
+	return s.converse(ctx, readLines(ctx, stdin))
 }
 
 // chatOptions are the chat command's flags.
@@ -88,7 +88,10 @@ type chatToken struct{ Token, URL, Room, Error string }
 // requestToken asks the HTTP API for a token to join the conversation.
 func requestToken(ctx context.Context, o chatOptions) (chatToken, error) {
 	body, _ := json.Marshal(map[string]string{"room": o.room, "identity": o.identity})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(o.api, "/")+"/v1/token", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(o.api, "/")+"/v1/token", bytes.NewReader(body))
+	if err != nil {
+		return chatToken{}, fmt.Errorf("-api %q: %w", o.api, err)
+	}
 	req.Header.Set("Authorization", "Bearer "+o.secret)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -102,14 +105,21 @@ func requestToken(ctx context.Context, o chatOptions) (chatToken, error) {
 	return tok, nil
 }
 
-// readLines delivers stdin's lines, and closes when stdin ends.
-func readLines(stdin io.Reader) <-chan string {
+// readLines delivers stdin's lines, and closes when stdin ends or ctx
+// does. A read of stdin cannot be cancelled, so the goroutine may stay in
+// one until the process exits; it never stays blocked handing a line to
+// a chat that has ended.
+func readLines(ctx context.Context, stdin io.Reader) <-chan string {
 	lines := make(chan string)
 	go func() {
 		defer close(lines)
 		sc := bufio.NewScanner(stdin)
 		for sc.Scan() {
-			lines <- sc.Text()
+			select {
+			case lines <- sc.Text():
+			case <-ctx.Done():
+				return
+			}
 		}
 	}()
 	return lines

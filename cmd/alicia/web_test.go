@@ -175,11 +175,17 @@ func metric(t *testing.T, base, name string) float64 {
 	}
 	defer res.Body.Close()
 	body, _ := io.ReadAll(res.Body)
-	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindSubmatch(body)
+	return counterIn(t, string(body), name)
+}
+
+// counterIn reads a counter from a /metrics page.
+func counterIn(t *testing.T, page, name string) float64 {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(name) + ` (\S+)$`).FindStringSubmatch(page)
 	if m == nil {
 		return 0
 	}
-	v, err := strconv.ParseFloat(string(m[1]), 64)
+	v, err := strconv.ParseFloat(m[1], 64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,6 +193,17 @@ func metric(t *testing.T, base, name string) float64 {
 }
 
 func words(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// norm is what a recogniser's words are compared by: lower case, without
+// punctuation.
+func norm(s string) string {
+	return strings.Join(strings.Fields(strings.Map(func(c rune) rune {
+		if strings.ContainsRune("?.,!", c) {
+			return -1
+		}
+		return c
+	}, strings.ToLower(s))), " ")
+}
 
 func defaultAnswer(q string) string {
 	return `You said: "` + q + `". I am Alicia's stand-in model, so this is a canned reply. Set ALICIA_LLM_URL to a Qwen3 server for real answers.`
@@ -528,12 +545,39 @@ type levelSample struct {
 	Mic    float64 `json:"mic"`
 	Remote float64 `json:"remote"`
 	State  string  `json:"state"`
+	// Echo is the part of the microphone that is Alicia's own voice,
+	// where a test plays it back.
+	Echo float64 `json:"echo"`
 	// Steps and Answer are what the first turn shows: its reasoning
 	// steps, and its answer's length in characters; Cut, whether it
 	// shows its interruption.
 	Steps  int  `json:"steps"`
 	Answer int  `json:"answer"`
 	Cut    bool `json:"cut"`
+}
+
+// silentFrom is the first sample from at on after which Alicia's audio
+// stays below audible for half a second; -1 if it never does.
+func silentFrom(samples []levelSample, at float64) float64 {
+	for i, s := range samples {
+		if s.At < at || s.Remote >= audible {
+			continue
+		}
+		quiet := true
+		for _, n := range samples[i:] {
+			if n.At > s.At+500 {
+				break
+			}
+			if n.Remote >= audible {
+				quiet = false
+				break
+			}
+		}
+		if quiet {
+			return s.At
+		}
+	}
+	return -1
 }
 
 // audible is the RMS above which a sample counts as sound: about -40
@@ -636,14 +680,6 @@ func TestWebClientVoice(t *testing.T) {
 	t.Logf("screenshots: %v", r.Shots)
 	t.Logf("live captions seen: %q", r.Captions)
 
-	norm := func(s string) string {
-		return strings.Join(strings.Fields(strings.Map(func(c rune) rune {
-			if c == '?' || c == '.' || c == ',' || c == '!' {
-				return -1
-			}
-			return c
-		}, strings.ToLower(s))), " ")
-	}
 	// The live caption is the user's words only: with the recogniser
 	// limited to the two phrases, any other word is Alicia's speech
 	// shown as if the user had said it.
@@ -753,28 +789,11 @@ func TestWebClientVoice(t *testing.T) {
 	// Silence: the first sample after the barge-in from which the bot's
 	// audio stays below the threshold for half a second; and when
 	// lk.agent.state left speaking.
-	silentAt, stateLeft := -1.0, -1.0
-	for i, s := range r.Samples {
-		if s.At < bargeIn {
-			continue
-		}
-		if stateLeft < 0 && s.State != "" && s.State != "speaking" {
+	silentAt, stateLeft := silentFrom(r.Samples, bargeIn), -1.0
+	for _, s := range r.Samples {
+		if s.At >= bargeIn && s.State != "" && s.State != "speaking" {
 			stateLeft = s.At
-		}
-		if silentAt < 0 && s.Remote < audible {
-			quiet := true
-			for _, n := range r.Samples[i:] {
-				if n.At > s.At+500 {
-					break
-				}
-				if n.Remote >= audible {
-					quiet = false
-					break
-				}
-			}
-			if quiet {
-				silentAt = s.At
-			}
+			break
 		}
 	}
 	if silentAt < 0 {
@@ -881,18 +900,7 @@ const cutBeforeAWordScript = `(async () => {
     }
     throw new Error('waited in vain for ' + what + ': ' + JSON.stringify([answerOf(0), answerOf(1)]));
   };
-  const answerOf = (i) => {
-    const a = document.querySelectorAll('li.turn')[i]?.querySelector('[data-testid=answer]');
-    if (!a) return null;
-    return {
-      id: a.dataset.answerId,
-      text: a.querySelector('[data-testid=answer-text]')?.textContent ?? '',
-      done: a.dataset.done === 'true',
-      voice: a.dataset.voice,
-      interrupted: Boolean(a.querySelector('[data-testid=interrupted]')),
-      stopped: a.textContent.includes('Stopped.'),
-    };
-  };
+  const answerOf = (i) => window.__answerOf(document.querySelectorAll('li.turn')[i]);
   await typeAndEnter(%q);
   const before = await until(() => { const a = answerOf(0); return a && a.done && a.text !== '' && a; }, 'the held answer');
   await typeAndEnter(%q);

@@ -2,6 +2,7 @@ package speechtest
 
 import (
 	"fmt"
+	"slices"
 
 	"gopkg.in/hraban/opus.v2"
 )
@@ -13,6 +14,33 @@ import (
 // of a run, and a comfort-noise update every 400 ms or so; the 20 ms
 // frames not sent are nil.
 func Opus(pcm []int16, sampleRate int, dtx bool) ([][]byte, error) {
+	enc, err := NewEncoder(sampleRate, dtx)
+	if err != nil {
+		return nil, err
+	}
+	n := sampleRate / 50
+	var out [][]byte
+	for i := 0; i+n <= len(pcm); i += n {
+		f, err := enc.Encode(pcm[i : i+n])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, slices.Clip(slices.Clone(f)))
+	}
+	return out, nil
+}
+
+// Encoder is Opus for audio made as it is sent, a 20 ms frame at a time,
+// as a client's microphone encodes.
+type Encoder struct {
+	enc        *opus.Encoder
+	dtx, inDTX bool
+	buf        [1500]byte
+}
+
+// NewEncoder is an encoder with Opus's settings for voice, and with dtx
+// the client's way of not sending silence (see Opus).
+func NewEncoder(sampleRate int, dtx bool) (*Encoder, error) {
 	enc, err := opus.NewEncoder(sampleRate, 1, opus.AppVoIP)
 	if err != nil {
 		return nil, err
@@ -20,22 +48,24 @@ func Opus(pcm []int16, sampleRate int, dtx bool) ([][]byte, error) {
 	if err := enc.SetDTX(dtx); err != nil {
 		return nil, err
 	}
-	n := sampleRate / 50
-	var out [][]byte
-	inDTX := false
-	for i := 0; i+n <= len(pcm); i += n {
-		buf := make([]byte, 1500)
-		size, err := enc.Encode(pcm[i:i+n], buf)
-		if err != nil {
-			return nil, fmt.Errorf("opus: %w", err)
-		}
-		quiet := dtx && size <= 2
-		if quiet && inDTX {
-			out = append(out, nil)
-			continue
-		}
-		inDTX = quiet
-		out = append(out, buf[:size:size])
+	return &Encoder{enc: enc, dtx: dtx}, nil
+}
+
+// SetComplexity sets libopus's complexity, 0 to 10: what the encoder
+// spends on quality.
+func (e *Encoder) SetComplexity(c int) error { return e.enc.SetComplexity(c) }
+
+// Encode encodes a 20 ms frame. The packet is valid until the next call;
+// nil is a frame not sent.
+func (e *Encoder) Encode(frame []int16) ([]byte, error) {
+	size, err := e.enc.Encode(frame, e.buf[:])
+	if err != nil {
+		return nil, fmt.Errorf("opus: %w", err)
 	}
-	return out, nil
+	quiet := e.dtx && size <= 2
+	if quiet && e.inDTX {
+		return nil, nil
+	}
+	e.inDTX = quiet
+	return e.buf[:size], nil
 }

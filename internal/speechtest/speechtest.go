@@ -45,15 +45,42 @@ func Render(t testing.TB, text string, rate, sampleRate int) []int16 {
 	return pcm
 }
 
+// RenderAs is Render in another of espeak-ng's voices ("en-us+f3"): a
+// second speaker.
+func RenderAs(t testing.TB, voice, text string, rate, sampleRate int) []int16 {
+	t.Helper()
+	testenv.Program(t, "espeak-ng", "Debian package espeak-ng")
+	testenv.Program(t, "sox", "Debian package sox")
+	pcm, err := speakAs(voice, text, rate, sampleRate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pcm
+}
+
 // Speak is Render for a caller that is not a test: the voice benchmark's
 // users.
 func Speak(text string, rate, sampleRate int) ([]int16, error) {
+	return speakAs("", text, rate, sampleRate)
+}
+
+func speakAs(voice, text string, rate, sampleRate int) ([]int16, error) {
 	for _, bin := range []string{"espeak-ng", "sox"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return nil, fmt.Errorf("%s is not installed (Debian packages espeak-ng, sox): %w", bin, err)
 		}
 	}
-	espeak := exec.Command("espeak-ng", "-s", strconv.Itoa(rate), "--stdout")
+	opts := []string{"-s", strconv.Itoa(rate)}
+	if voice != "" {
+		opts = append(opts, "-v", voice)
+	}
+	return espeak(text, sampleRate, opts...)
+}
+
+// espeak speaks text with espeak-ng's options opts, as mono PCM at
+// sampleRate.
+func espeak(text string, sampleRate int, opts ...string) ([]int16, error) {
+	espeak := exec.Command("espeak-ng", append(opts, "--stdout")...)
 	espeak.Stdin = strings.NewReader(text)
 	raw, err := espeak.Output()
 	if err != nil {

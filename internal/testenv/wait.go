@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"sync"
 	"testing"
@@ -56,4 +57,19 @@ func Log(t testing.TB) *slog.Logger {
 		}
 	})
 	return slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// CleanupWithin registers close as a cleanup whose context ends after d:
+// a close that cannot finish (a store flushing to a database that is
+// down) fails the test instead of hanging its binary until the package's
+// timeout, which names no test.
+func CleanupWithin(t testing.TB, d time.Duration, close func(context.Context)) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		close(ctx)
+		if ctx.Err() != nil {
+			t.Errorf("a cleanup did not finish within %v", d)
+		}
+	})
 }

@@ -159,6 +159,52 @@ func BenchmarkBargeIn(b *testing.B) {
 	b.ReportMetric(float64(total.Microseconds())/1000/float64(b.N), "ms-onset→cleared")
 }
 
+// BenchmarkPauseAtOnset: from the first sound of words said over the
+// agent's speech, fed at real time, to its paused audio, for words that
+// begin with a vowel or a voiced consonant and for words that begin
+// without pitch ("s", "t", "wh", "h"), whose pause waits for their
+// vowel.
+func BenchmarkPauseAtOnset(b *testing.B) {
+	for _, text := range []string{"okay", "no", "stop", "so", "tell me", "what", "how far"} {
+		b.Run(text, func(b *testing.B) {
+			speech := speechtest.Trim(speechtest.Render(b, text, 140, voice.InputRate))
+			pcm := append(append(speechtest.Silence(200, voice.InputRate), speech...), speechtest.Silence(600, voice.InputRate)...)
+			mark := 200 * voice.InputRate / 1000 / voice.FrameSamples
+			var pause time.Duration
+			for b.Loop() {
+				out := &timedOut{fakeOut: &fakeOut{speed: 1}, first: make(chan time.Time, 1), paused: make(chan time.Time, 1), cleared: make(chan time.Time, 1)}
+				long := newTurn(pipeline.Sentence{Sequence: 1, Text: "The weather in Paris is mild today, with a light breeze from the west and some sun."})
+				st := newStage(b, "", &fakeEngine{started: make(chan started, 1), accept: func(string) *fakeTurn { return nil }}, newRoom(true), out,
+					func(c *voice.Config) {
+						c.Recognizer, c.Synthesizer, c.InterimEvery = scriptedRecognizer{""}, toneSynth{}, -1
+					})
+				st.SpeakTurn(long)
+				wait(b, out.first, "speech")
+				ctx, cancel := context.WithCancel(context.Background())
+				due := <-paced(ctx, st.Listen("alice", "TR"), pcm, mark)
+				paused := wait(b, out.paused, "the pause")
+				cancel()
+				pause += paused.Sub(due)
+			}
+			b.ReportMetric(float64(pause.Microseconds())/1000/float64(b.N), "ms-onset→paused")
+		})
+	}
+}
+
+// BenchmarkPeriodicity: the CPU of measuring one frame's pitch, which
+// the endpointer does only for the voice of a sound not yet confirmed as
+// speech.
+func BenchmarkPeriodicity(b *testing.B) {
+	fs := frames(speechtest.Render(b, question, 140, voice.InputRate))
+	i := 1
+	for b.Loop() {
+		voice.Periodicity(fs[i-1], fs[i])
+		if i++; i == len(fs) {
+			i = 1
+		}
+	}
+}
+
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)

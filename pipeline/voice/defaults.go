@@ -8,9 +8,10 @@ import "time"
 const (
 	defaultMinInterruption   = 2 * time.Second
 	defaultFalseInterruption = 2 * time.Second
-	defaultEchoWarmup        = 3 * time.Second
 	defaultCueAfter          = time.Second
+	defaultEchoWarmup        = 0
 	defaultMinSpeech         = 120 * time.Millisecond
+	defaultUnpitchedSpeech   = 500 * time.Millisecond
 	defaultSilence           = 500 * time.Millisecond
 	defaultUnfinishedSilence = 1500 * time.Millisecond
 	defaultAdaptiveMin       = 250 * time.Millisecond

@@ -26,6 +26,12 @@ type EndpointConfig struct {
 	// MinSpeech is how long voice must last before it counts as speech,
 	// so that clicks and knocks start nothing. Default 120 ms.
 	MinSpeech time.Duration
+	// UnpitchedSpeech is how long voice without pitch must last to be
+	// confirmed as speech all the same: a whisper. Shorter, it may be
+	// a cough, a click, a door or a burst of noise, which the VAD takes
+	// for voice; voice with pitch is confirmed at once. Default 500 ms,
+	// LiveKit Agents' shortest interruption.
+	UnpitchedSpeech time.Duration
 	// Silence ends an utterance. Default 500 ms.
 	Silence time.Duration
 	// UnfinishedSilence ends an utterance whose words so far look
@@ -59,6 +65,7 @@ func (c EndpointConfig) withDefaults() EndpointConfig {
 		c.Aggressiveness = 2
 	}
 	def(&c.MinSpeech, defaultMinSpeech)
+	def(&c.UnpitchedSpeech, defaultUnpitchedSpeech)
 	def(&c.Silence, defaultSilence)
 	def(&c.UnfinishedSilence, defaultUnfinishedSilence)
 	def(&c.MaxSilence, 3*time.Second)
@@ -82,6 +89,11 @@ type EndpointEventKind uint8
 const (
 	// SpeechStarted: voice has lasted MinSpeech.
 	SpeechStarted EndpointEventKind = iota + 1
+	// SpeechConfirmed: the utterance is speech, not noise: its voice has
+	// pitch, or has lasted UnpitchedSpeech. It comes once per utterance,
+	// right after SpeechStarted when the onset had pitch already, and
+	// never for a sound that ends before.
+	SpeechConfirmed
 	// SpeechEnded: the utterance is over; Audio holds it, pre-roll
 	// included.
 	SpeechEnded
@@ -109,11 +121,18 @@ type Endpointer struct {
 
 	inSpeech bool
 	run      int // voiced frames in a row before the start
-	silent   int // unvoiced frames in a row inside speech
-	voiced   int // voiced frames since the start
-	pre      [][]int16
-	audio    []int16
-	text     string
+	// confirmed: the run or the utterance is known to be speech;
+	// lastPitch is the periodicity of the frame before until then (0 if
+	// it had no voice), prev that frame, which the pitch of a frame is
+	// measured with.
+	confirmed bool
+	lastPitch float64
+	prev      []int16
+	silent    int // unvoiced frames in a row inside speech
+	voiced    int // voiced frames since the start
+	pre       [][]int16
+	audio     []int16
+	text      string
 
 	// pauses are the speaker's recent pauses; sinceEnd counts the frames
 	// since the last utterance's voice ended, while ended says one did
@@ -184,10 +203,16 @@ func (e *Endpointer) Push(frame []int16) ([]EndpointEvent, error) {
 	if err != nil {
 		return nil, err
 	}
+	var evs []EndpointEvent
 	if !e.inSpeech {
-		return e.beforeSpeech(frame, voiced), nil
+		evs = e.beforeSpeech(frame, voiced)
+	} else {
+		evs = e.duringSpeech(frame, voiced)
 	}
-	return e.duringSpeech(frame, voiced), nil
+	// Kept, not copied, as the pre-roll's frames are: the next frame's
+	// pitch is measured with it.
+	e.prev = frame
+	return evs, nil
 }
 
 // judge judges a frame: voice by the VAD, and loud enough over the
@@ -239,6 +264,11 @@ func (e *Endpointer) beforeSpeech(frame []int16, voiced bool) []EndpointEvent {
 	} else {
 		e.run = 0
 	}
+	e.confirm(frame, voiced, e.run)
+	if e.run == 0 {
+		// Pitch too short to be speech: the ring of a knock.
+		e.confirmed, e.lastPitch = false, 0
+	}
 	e.sinceEnd++
 	if e.run < frames(e.cfg.MinSpeech) {
 		return nil
@@ -256,7 +286,11 @@ func (e *Endpointer) beforeSpeech(frame []int16, voiced bool) []EndpointEvent {
 		e.audio = append(e.audio, f...)
 	}
 	e.pre = e.pre[:0]
-	return []EndpointEvent{{Kind: SpeechStarted, Speech: e.Speech()}}
+	evs := []EndpointEvent{{Kind: SpeechStarted, Speech: e.Speech()}}
+	if e.confirmed {
+		evs = append(evs, EndpointEvent{Kind: SpeechConfirmed, Speech: e.Speech()})
+	}
+	return evs
 }
 
 // duringSpeech takes a frame of an utterance: enough silence, longer
@@ -269,8 +303,12 @@ func (e *Endpointer) duringSpeech(frame []int16, voiced bool) []EndpointEvent {
 		}
 		e.silent = 0
 		e.voiced++
+		if e.confirm(frame, voiced, e.voiced) {
+			return []EndpointEvent{{Kind: SpeechConfirmed, Speech: e.Speech()}}
+		}
 		return nil
 	}
+	e.lastPitch = 0
 	e.silent++
 	wait := e.Silence()
 	if LooksUnfinished(e.text) {
@@ -285,6 +323,7 @@ func (e *Endpointer) duringSpeech(frame []int16, voiced bool) []EndpointEvent {
 	ev := EndpointEvent{Kind: SpeechEnded, Audio: e.audio, Speech: e.Speech(), Trailing: time.Duration(e.silent) * FrameDuration}
 	e.ended, e.sinceEnd = true, e.silent
 	e.inSpeech, e.run, e.voiced, e.text = false, 0, 0, ""
+	e.confirmed, e.lastPitch = false, 0
 	e.audio = nil
 	return []EndpointEvent{ev}
 }

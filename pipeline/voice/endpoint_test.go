@@ -64,6 +64,18 @@ func run(t *testing.T, e *voice.Endpointer, pcm []int16, text func(time.Duration
 	return out
 }
 
+// utterances are the starts and ends of utterances among events,
+// without their confirmations as speech.
+func utterances(events []seen) []seen {
+	var out []seen
+	for _, e := range events {
+		if e.kind != voice.SpeechConfirmed {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 func endpointer(t *testing.T, cfg voice.EndpointConfig) *voice.Endpointer {
 	e, err := voice.NewEndpointer(cfg)
 	if err != nil {
@@ -76,7 +88,7 @@ func TestEndpointerFindsOneUtterance(t *testing.T) {
 	speech := speechtest.Render(t, "What is the weather like in Paris today?", 140, rate)
 	lead := speechtest.Silence(1000, rate)
 	pcm := mix(append(append(lead, speech...), speechtest.Silence(2000, rate)...), 1)
-	got := run(t, endpointer(t, voice.EndpointConfig{}), pcm, nil)
+	got := utterances(run(t, endpointer(t, voice.EndpointConfig{}), pcm, nil))
 	if len(got) != 2 || got[0].kind != voice.SpeechStarted || got[1].kind != voice.SpeechEnded {
 		t.Fatalf("events %+v", got)
 	}
@@ -99,7 +111,7 @@ func TestEndpointerFindsOneUtterance(t *testing.T) {
 func TestEndpointerKeepsShortUtterances(t *testing.T) {
 	speech := speechtest.Render(t, "Yes.", 140, rate)
 	pcm := mix(append(append(speechtest.Silence(500, rate), speech...), speechtest.Silence(1000, rate)...), 1)
-	got := run(t, endpointer(t, voice.EndpointConfig{}), pcm, nil)
+	got := utterances(run(t, endpointer(t, voice.EndpointConfig{}), pcm, nil))
 	if len(got) != 2 || got[1].kind != voice.SpeechEnded {
 		t.Fatalf("events %+v", got)
 	}
@@ -132,7 +144,7 @@ func TestEndpointerIgnoresClicksAndNoise(t *testing.T) {
 	}
 	t.Logf("noise floor %.1f → %.1f dBFS", quiet, e.NoiseFloor())
 	speech := mix(append(speechtest.Render(t, "How far is the moon?", 140, rate), speechtest.Silence(1000, rate)...), 20)
-	if got := run(t, e, speech, nil); len(got) != 2 {
+	if got := utterances(run(t, e, speech, nil)); len(got) != 2 {
 		t.Fatalf("speech over noise gave %v", got)
 	}
 }
@@ -154,12 +166,12 @@ func TestEndpointerWaitsLongerWhenUnfinished(t *testing.T) {
 		}
 		return "what is the weather like in paris today"
 	}
-	got := run(t, endpointer(t, voice.EndpointConfig{}), pcm, unfinished)
+	got := utterances(run(t, endpointer(t, voice.EndpointConfig{}), pcm, unfinished))
 	if len(got) != 2 {
 		t.Fatalf("unfinished words: %+v", got)
 	}
 	finished := func(time.Duration) string { return "what is the weather like" + "." }
-	if got := run(t, endpointer(t, voice.EndpointConfig{}), pcm, finished); len(got) != 4 {
+	if got := utterances(run(t, endpointer(t, voice.EndpointConfig{}), pcm, finished)); len(got) != 4 {
 		t.Fatalf("finished words: %d events", len(got))
 	}
 }

@@ -37,3 +37,9 @@ func (s *Stage) Hold() (release func()) {
 
 // PlayAhead is how far synthesis may run ahead of the listener.
 const PlayAhead = playAhead
+
+// Periodicity is how strongly two frames in a row repeat at a voice's
+// pitch period; a frame has pitch from MinPeriodicity on.
+func Periodicity(prev, cur []int16) float64 { return periodicity(prev, cur) }
+
+const MinPeriodicity = minPeriodicity

@@ -13,7 +13,11 @@ import (
 // AgentActivity by the same line.
 type hearing interface {
 	// startOfSpeech: the speaker's utterance id began, its voice at at.
+	// It may yet prove to be noise.
 	startOfSpeech(speaker, id string, at time.Time)
+	// speechConfirmed: the utterance is speech, not noise (its voice has
+	// pitch, or went on as long as no cough does).
+	speechConfirmed(id string)
 	// longSpeech: the utterance has lasted MinInterruption.
 	longSpeech(id string)
 	// interimTranscript: the utterance, still under way or being
@@ -38,6 +42,10 @@ var _ hearing = loopHearing{}
 
 func (h loopHearing) startOfSpeech(speaker, id string, at time.Time) {
 	h.s.post(func(l *loop) { l.onset(speaker, id, at) })
+}
+
+func (h loopHearing) speechConfirmed(id string) {
+	h.s.post(func(l *loop) { l.confirmed(id) })
 }
 
 func (h loopHearing) longSpeech(id string) {

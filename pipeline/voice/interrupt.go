@@ -8,14 +8,18 @@ import (
 	"github.com/alicia-voice/alicia/wire"
 )
 
-// Talk over the agent is decided in two steps, as people do: its onset
-// pauses the agent's audio at once (nothing is lost: the queue is held
-// and the model goes on), and words decide the rest. It becomes an
-// interruption when it yields a word that is not a backchannel, or when
-// it lasts MinInterruption, longer than any backchannel. A cough, a
-// laugh, an "mm-hm", an "okay right" or the television does neither, and
-// the agent picks up where it paused. Each step runs on Run's goroutine,
-// reported by the speaker's listener (hearing).
+// Talk over the agent is decided in two steps, as people do: the onset
+// of speech pauses the agent's audio at once (nothing is lost: the queue
+// is held and the model goes on), and words decide the rest. It becomes
+// an interruption when it yields a word that is not a backchannel, or
+// when it lasts MinInterruption, longer than any backchannel. A laugh,
+// an "mm-hm", an "okay right" or the television does neither, and the
+// agent picks up where it paused. Only speech pauses it: a sound the
+// endpointer has not confirmed as speech (no pitch, and shorter than a
+// whisper: a cough, a click, a door) leaves the agent speaking, so that
+// it leaves no gap, and a word that starts with "s" or "st" pauses it
+// when its vowel comes. Each step runs on Run's goroutine, reported by
+// the speaker's listener (hearing).
 
 // talk is an utterance begun over the agent's answer, kept until its
 // transcript is judged: a transcript that comes after the agent resumed,
@@ -28,9 +32,13 @@ type talk struct {
 	// resumed: FalseInterruption ended its pause before its transcript
 	// came.
 	resumed bool
+	// speech: it was confirmed as speech, not noise.
+	speech bool
 }
 
-// onset: a speaker's utterance id began, its voice at at.
+// onset: a speaker's utterance id began, its voice at at. Over the
+// agent, it is noted as talk over it, which pauses it once confirmed as
+// speech.
 func (l *loop) onset(speaker, id string, at time.Time) {
 	// Only the speaker who asked adds to the question: another's onset
 	// must not take the slot of an addition the asker may be making.
@@ -44,12 +52,24 @@ func (l *loop) onset(speaker, id string, at time.Time) {
 		clear(l.over) // transcripts that never came
 	}
 	l.over[id] = talk{play: l.play, at: at}
+}
+
+// confirmed: the utterance id is speech, not noise; if it is talk over
+// the agent, the agent pauses now. The barge-in is timed from its onset,
+// so that the wait for its pitch is counted too.
+func (l *loop) confirmed(id string) {
+	t, ok := l.over[id]
+	if l.play == nil || !ok || t.play != l.play {
+		return
+	}
+	t.speech = true
+	l.over[id] = t
 	if l.warmingUp() {
 		return
 	}
 	if l.paused == "" {
 		l.s.out.Pause()
-		l.play.bargedIn(at)
+		l.play.bargedIn(t.at)
 	}
 	// The pause is the latest talk's: the agent resumes no sooner than
 	// FalseInterruption after the end of the last voice over it.
@@ -84,9 +104,10 @@ func (l *loop) interrupt(id string) {
 	}
 	l.s.cfg.Observer.Interrupted()
 	if l.paused == "" && !t.resumed {
-		// Not paused at its onset (the echo warm-up): the agent goes quiet
-		// now. A talk that paused it was timed then: the stage is how fast
-		// the agent fell silent, not how slow a recogniser was.
+		// Not paused (the echo warm-up, or a whisper's words before it
+		// was confirmed as speech): the agent goes quiet now. A talk that
+		// paused it was timed then: the stage is how fast the agent fell
+		// silent, not how slow a recogniser was.
 		l.play.bargedIn(t.at)
 	}
 	l.stop(wire.StopAll)
@@ -99,6 +120,10 @@ func (l *loop) speechEnded(id string, heard heardAt) {
 		clear(l.ended) // utterances that never became turns
 	}
 	l.ended[id] = heard
+	if t, ok := l.over[id]; ok && !t.speech {
+		l.s.cfg.Logger.Debug("voice: a sound over the agent was not speech; it did not pause")
+		l.s.cfg.Observer.NoiseIgnored()
+	}
 	if l.paused != id {
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/alicia-voice/alicia/internal/queue"
+	"github.com/alicia-voice/alicia/pipeline/voice/echo"
 	"github.com/alicia-voice/alicia/speech"
 	"github.com/alicia-voice/alicia/wire"
 )
@@ -44,6 +45,10 @@ type listener struct {
 	guesses  chan guess
 	inFlight bool
 	guessing bool
+
+	// suppressor takes the agent's own voice out of the speaker's audio
+	// before the endpointer and the recogniser hear it.
+	suppressor *echo.Suppressor
 }
 
 // current is the utterance under way, and what the listener did with it
@@ -75,8 +80,10 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 	ictx, stopInterims := context.WithCancel(ctx)
 	l := &listener{s: s, hear: loopHearing{s}, log: log, speaker: speaker, trackID: trackID,
 		ctx: ctx, ictx: ictx, e: e, rt: s.realtime(ctx, log), pre: s.preempter(),
-		finished: queue.New[utterance](), interims: make(chan interim, 1), guesses: make(chan guess, 1)}
+		finished: queue.New[utterance](), interims: make(chan interim, 1), guesses: make(chan guess, 1),
+		suppressor: echo.NewSuppressor(s.sent, echo.Config{MinSound: s.cfg.Endpoint.MinSpeech})}
 	defer l.rt.close()
+	defer l.suppressor.Close()
 	ended := make(chan struct{})
 	l.wg.Add(1)
 	go func() {
@@ -121,25 +128,36 @@ func (l *listener) run(in *Input) {
 	}
 }
 
-// onAudio runs the endpointer over a chunk of the speaker's audio; false
-// if the VAD failed.
+// onAudio runs the endpointer over a chunk of the speaker's audio, the
+// agent's echo taken out; false if the VAD failed. The suppressor
+// decides what is echo, so it is what counts the echo rejected.
 func (l *listener) onAudio(c chunk) bool {
+	if l.suppressor.Process(c.pcm, c.at) {
+		l.s.cfg.Observer.EchoRejected()
+	}
+	at := c.at.Add(-l.suppressor.Delay()) // when the audio now at hand came
 	for _, fr := range l.f.Write(c.pcm) {
 		evs, err := l.e.Push(fr)
 		if err != nil {
 			l.log.Error("voice: VAD failed", "err", err)
 			return false
 		}
+		plain := true
 		for _, ev := range evs {
 			switch ev.Kind {
 			case SpeechStarted:
-				l.speechStarted(ev, c.at)
+				l.speechStarted(ev, at)
+				plain = false
+			case SpeechConfirmed:
+				l.log.Debug("voice: the sound is speech", "message", l.cur.id, "after", ev.Speech)
+				l.hear.speechConfirmed(l.cur.id)
 			case SpeechEnded:
-				l.speechEnded(ev, c.at, fr)
+				l.speechEnded(ev, at, fr)
+				plain = false
 			}
 		}
 		if l.e.InSpeech() {
-			l.inSpeech(fr, len(evs) == 0)
+			l.inSpeech(fr, plain)
 		}
 	}
 	return true
@@ -301,7 +319,9 @@ func (l *listener) onStreamed(ev speech.RealtimeEvent, ok bool) {
 	case speech.RecognizeFinal:
 		delete(l.rt.utterances, ev.Utterance)
 		text := ev.Text
-		l.finished.Push(utterance{id: u.id, text: &text, recognised: time.Now(), shown: u.shown}, 0)
+		// The audio goes along for the log of an utterance with no words,
+		// which says how long it was.
+		l.finished.Push(utterance{id: u.id, audio: u.audio, text: &text, recognised: time.Now(), shown: u.shown}, 0)
 	case speech.RecognizeError:
 		// Recognised over HTTP instead, from the audio kept for it.
 		delete(l.rt.utterances, ev.Utterance)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/alicia-voice/alicia/internal/queue"
 	"github.com/alicia-voice/alicia/pipeline"
+	"github.com/alicia-voice/alicia/pipeline/voice/echo"
 	"github.com/alicia-voice/alicia/wire"
 )
 
@@ -30,10 +31,14 @@ type Config struct {
 	// the utterance's transcript is known to hold none.
 	FalseInterruption time.Duration
 	// EchoWarmup: during the first EchoWarmup of the agent's speech in a
-	// conversation only words interrupt it, and nothing pauses it, so
-	// that a client whose echo canceller has not settled yet does not cut
-	// the agent off with its own voice. Default 3 s (LiveKit Agents'
-	// aec_warmup_duration); negative turns it off.
+	// conversation only words interrupt it, and nothing pauses it, as
+	// LiveKit Agents' aec_warmup_duration (3 s) does for clients' own
+	// cancellers. The stage takes the agent's own voice out of every
+	// microphone itself (echo.Suppressor), and finds a speakerphone's echo
+	// path within the first 0.4 s of its echo, over LiveKit too
+	// (TestEchoOverLiveKit runs without a warm-up): it is off by default,
+	// kept for clients whose own canceller lets echo through as it
+	// settles. Zero or negative: off.
 	EchoWarmup time.Duration
 	// Observer hears interruptions, for metrics.
 	Observer Observer
@@ -69,7 +74,7 @@ type Config struct {
 func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.MinInterruption, "voice-min-interruption", defaultMinInterruption, "how long speech over the agent must last, without a recognised word but backchannels, to stop it (its audio pauses at the speech's onset; words stop it sooner)")
 	fs.DurationVar(&c.FalseInterruption, "voice-false-interruption", defaultFalseInterruption, "how long after speech over the agent ends its paused audio waits for a word before it resumes")
-	fs.DurationVar(&c.EchoWarmup, "voice-echo-warmup", defaultEchoWarmup, "at the start of the agent's first speech, how long only words interrupt it (a client's echo canceller settling); negative: off")
+	fs.DurationVar(&c.EchoWarmup, "voice-echo-warmup", defaultEchoWarmup, "at the start of the agent's first speech, how long only words interrupt it, for clients whose own echo canceller is still settling; 0: off")
 	fs.DurationVar(&c.Endpoint.MinSpeech, "voice-min-speech", defaultMinSpeech, "how long voice must last to count as speech (and pause the agent)")
 	fs.DurationVar(&c.Endpoint.Silence, "voice-endpoint-silence", defaultSilence, "the silence that ends an utterance")
 	fs.TextVar(&c.Cue, "voice-thinking-cue", CueSound, "what plays while the model thinks and no answer is audible yet: sound, phrase or off (a client may ask otherwise with the feature thinking_cue:<mode>)")
@@ -90,9 +95,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.FalseInterruption <= 0 {
 		c.FalseInterruption = defaultFalseInterruption
-	}
-	if c.EchoWarmup == 0 {
-		c.EchoWarmup = defaultEchoWarmup
 	}
 	if c.Observer == nil {
 		c.Observer = noObserver{}
@@ -123,6 +125,9 @@ type Stage struct {
 	// stage that is gone.
 	done    chan struct{}
 	outages outages
+	// sent is what the agent's voice sent: the echo each microphone's
+	// audio is cleaned of.
+	sent *echo.Reference
 }
 
 var _ pipeline.Speaker = (*Stage)(nil)
@@ -131,8 +136,16 @@ var _ pipeline.Speaker = (*Stage)(nil)
 // track; nothing is then synthesised.
 func New(cfg Config, asker Asker, room Room, out AudioOut) *Stage {
 	return &Stage{cfg: cfg.withDefaults(), asker: asker, room: room, out: newTrack(out),
-		events: queue.New[func(*loop)](), done: make(chan struct{})}
+		events: queue.New[func(*loop)](), done: make(chan struct{}), sent: &echo.Reference{}}
 }
+
+// Sent takes each frame of sound the agent's voice sent, at rate, as it
+// left at at: the reference against which each microphone's audio is
+// cleaned of the agent's own voice coming back (a speakerphone without
+// an echo canceller). Frames not sent, paused or silent, are silence in
+// it. The voice track's clock calls it: it copies the frame and never
+// waits.
+func (s *Stage) Sent(frame []int16, rate int, at time.Time) { s.sent.Write(frame, rate, at) }
 
 // loop is the state Run's goroutine owns.
 type loop struct {

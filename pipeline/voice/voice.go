@@ -208,6 +208,12 @@ type Observer interface {
 	FalseInterruption()
 	// Unrecognised: speech that gave no transcript; no turn started.
 	Unrecognised()
+	// NoiseIgnored: a sound over the agent that was not voice (a cough,
+	// a click, a door); the agent did not pause for it.
+	NoiseIgnored()
+	// EchoRejected: sound in a user's microphone that was the agent's
+	// own voice coming back; it neither paused nor stopped the agent.
+	EchoRejected()
 }
 
 type noObserver struct{}
@@ -215,6 +221,8 @@ type noObserver struct{}
 func (noObserver) Interrupted()       {}
 func (noObserver) FalseInterruption() {}
 func (noObserver) Unrecognised()      {}
+func (noObserver) NoiseIgnored()      {}
+func (noObserver) EchoRejected()      {}
 
 // Room carries what the stage says to the participants.
 type Room interface {

@@ -4,6 +4,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pion/rtp"
@@ -38,7 +39,10 @@ import (
 type Track struct {
 	*webrtc.TrackLocalStaticRTP
 	encoder *opus.Encoder
-	frame   int // samples per 20 ms at the track's rate
+	rate    int
+	frame   int // samples per 20 ms at rate
+	// tap is handed each frame of sound as it is sent.
+	tap atomic.Pointer[Tap]
 
 	mu    sync.Mutex
 	queue []int16
@@ -115,10 +119,21 @@ func NewTrack(rate int) (*Track, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Track{TrackLocalStaticRTP: track, encoder: enc, frame: rate * int(voiceFrame/time.Millisecond) / 1000,
+	return &Track{TrackLocalStaticRTP: track, encoder: enc, rate: rate, frame: rate * int(voiceFrame/time.Millisecond) / 1000,
 		done: make(chan struct{}), stopped: make(chan struct{}),
 		seq: uint16(rand.Uint32()), timestamp: rand.Uint32()}, nil
 }
+
+// Tap is handed each frame of sound a Track sends, at the track's rate,
+// and when it was sent. It runs on the track's clock: it must return at
+// once, and not keep the frame, which is reused.
+type Tap func(frame []int16, rate int, at time.Time)
+
+// Tap sets what is handed every frame of sound from now on: what the
+// agent's voice sent, exactly, for the stage to tell its echo in a
+// microphone. A frame not sent (the queue dry, or taken back by a pause)
+// is not handed.
+func (t *Track) Tap(f Tap) { t.tap.Store(&f) }
 
 // Bind starts the clock when the track is first negotiated: before, there
 // is nobody to send to.
@@ -181,15 +196,19 @@ func (t *Track) run() {
 	buf := make([]byte, maxPacket)
 	f := make([]int16, t.frame)
 	for {
+		var now time.Time
 		select {
 		case <-t.done:
 			return
-		case <-tick.C:
+		case now = <-tick.C:
 		}
 		send, sound := t.next(f)
 		if !send {
 			t.skipped++
 			continue
+		}
+		if tap := t.tap.Load(); tap != nil && sound {
+			(*tap)(f, t.rate, now)
 		}
 		if n, err := t.encoder.Encode(f, buf); err == nil {
 			_ = t.send(buf[:n], sound)

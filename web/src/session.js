@@ -38,6 +38,13 @@ const greetingWait = 5000;
 // reasoning can stream for minutes.
 const answerWait = 180000;
 
+// rawMicrophone turns off the browser's own processing of the
+// microphone. Pages keep it on unless told otherwise
+// (alicia.microphone.processing = false): for a headset, a speaker with
+// its own echo canceller, and the tests that play Alicia's voice back into
+// the microphone, as a phone on speaker without an echo canceller does.
+const rawMicrophone = { echoCancellation: false, noiseSuppression: false, autoGainControl: false };
+
 function load(key, fallback) {
   try {
     const v = localStorage.getItem(key);
@@ -294,7 +301,8 @@ export class Conversation {
     const lp = this.room?.localParticipant;
     if (!lp) return;
     try {
-      await lp.setMicrophoneEnabled(!lp.isMicrophoneEnabled);
+      const raw = !load('alicia.microphone.processing', true);
+      await lp.setMicrophoneEnabled(!lp.isMicrophoneEnabled, raw ? rawMicrophone : undefined);
     } catch (e) {
       this.addError('The microphone could not be opened: ' + e.message);
     }

@@ -3,7 +3,8 @@
 //   {url, input: RunAgentInput, agent: bool, headers?: {…}, client?: "0.0.58",
 //    abort?: bool}
 // client "0.0.58" runs only HttpAgent, from that older client; abort
-// aborts the raw request after the first event.
+// aborts the raw request once the model's first words have arrived (so
+// the model is generating when the client hangs up, not yet to be asked).
 // The report: HTTP status and content type, whether a CR byte appeared,
 // the raw event types, every event that fails EventSchemas, the error (if
 // any) of the client's own enforce -> transformChunks -> verify pipeline,
@@ -36,12 +37,21 @@ const post = (signal) => fetch(url, {
 });
 
 if (abort) {
-  // Read the first frame, then hang up.
+  // Read until the model's first words, then hang up.
   const ctl = new AbortController();
   const res = await post(ctl.signal);
   const reader = res.body.getReader();
-  const { value } = await reader.read();
-  report.firstFrame = new TextDecoder().decode(value);
+  const decoder = new TextDecoder();
+  const modelWords = /"type":"(REASONING_MESSAGE|TEXT_MESSAGE)_CONTENT"/;
+  let seen = "";
+  while (!modelWords.test(seen)) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    const chunk = decoder.decode(value, { stream: true });
+    if (seen === "") report.firstFrame = chunk;
+    seen += chunk;
+  }
+  report.modelSpoke = modelWords.test(seen);
   ctl.abort();
   process.stdout.write(JSON.stringify(report));
   process.exit(0);

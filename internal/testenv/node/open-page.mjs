@@ -8,13 +8,16 @@
 //   viewport      {width, height} (optional)
 //   screenshot    a file name for a PNG in the artifacts folder (optional)
 //   chromiumArgs  extra Chromium flags (optional)
-// Output: {value, packets, logs, screenshot}.
+// Output: {value, packets, logs, screenshot}. The page's scripts may call
+// window.__answerOf(turn) (web-page.mjs).
 import { run, captured, screenshot } from './browser.mjs';
+import { installAnswerOf } from './web-page.mjs';
 
 run(async ({ input, newPage }) => {
   const page = await newPage(input.viewport ? { viewport: input.viewport } : {});
   const logs = [];
   page.on('console', (m) => logs.push(`[${m.type()}] ${m.text()}`));
+  await page.addInitScript(installAnswerOf);
   if (input.localStorage) {
     await page.addInitScript((items) => {
       for (const [k, v] of Object.entries(items)) localStorage.setItem(k, v);

@@ -4,23 +4,9 @@
 // flow; the result carries what the page showed over time and the page's
 // data-channel capture, which the Go test checks.
 import { run, captured, screenshot } from './browser.mjs';
+import { desktop, installAnswerOf, join, timeout } from './web-page.mjs';
 
-const desktop = { viewport: { width: 1280, height: 800 } };
 const phone = { viewport: { width: 390, height: 844 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true };
-
-const timeout = 45_000;
-
-async function join(page, { url, key, name }) {
-  await page.goto(`${url}/#key=${encodeURIComponent(key)}`);
-  const nameBox = page.getByLabel('Your name');
-  // A returning page joins by itself.
-  await Promise.race([nameBox.waitFor({ timeout }), page.getByText('Connected').waitFor({ timeout })]);
-  if (await nameBox.isVisible()) {
-    await nameBox.fill(name);
-    await page.getByRole('button', { name: 'Join' }).click();
-  }
-  await page.getByText('Connected', { exact: true }).waitFor({ timeout });
-}
 
 async function setMode(page, mode) {
   const before = await page.evaluate(() => window.alicia.stats.received[12] || 0);
@@ -316,21 +302,6 @@ const scenarios = {
     const speakingShot = await screenshot(page, 'desktop-voice-speaking');
     // What a turn's answer shows, read the same way live and after the
     // reload.
-    const installAnswerOf = () => {
-      window.__answerOf = (t) => {
-        const a = t?.querySelector('[data-testid=answer]');
-        if (!a) return null;
-        return {
-          id: a.dataset.answerId,
-          text: a.querySelector('[data-testid=answer-text]')?.textContent ?? '',
-          done: a.dataset.done === 'true',
-          voice: a.dataset.voice,
-          interrupted: Boolean(a.querySelector('[data-testid=interrupted]')),
-          stopped: a.textContent.includes('Stopped.'),
-          failed: a.textContent.includes('This answer failed'),
-        };
-      };
-    };
     await page.addInitScript(installAnswerOf);
     await page.evaluate(installAnswerOf);
     // Spoken over, the answer shows at once where its audio stopped: read

@@ -1,0 +1,234 @@
+package echo
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/alicia-voice/alicia/internal/speechtest"
+)
+
+// answer is the agent's voice in these tests: about ten seconds of
+// espeak-ng at the track's usual rate, the synthesiser's 24 kHz.
+const answer = "The weather in Paris is mild today, with a light breeze from the west. " +
+	"Clouds will gather in the afternoon, and there may be a short shower around five. " +
+	"Tomorrow will be sunny and warmer, a good day for a walk along the river."
+
+const trackRate = 24000
+
+// call replays the agent's voice and the microphone through a
+// suppressor, and returns what came out and what each hop decided.
+type call struct {
+	s        *Suppressor
+	out      []int16
+	rejected int
+	// lockedAt is the microphone's sample when a delay was first locked;
+	// -1 if never.
+	lockedAt int
+}
+
+func replay(t testing.TB, agent, mic []int16) *call {
+	t.Helper()
+	ref := &Reference{}
+	c := &call{s: NewSuppressor(ref, Config{}), lockedAt: -1}
+	speechtest.Replay(agent, trackRate, mic, time.Unix(1000, 0), ref.Write, func(chunk []int16, at time.Time) {
+		pcm := append([]int16(nil), chunk...)
+		if c.s.Process(pcm, at) {
+			c.rejected++
+		}
+		if c.lockedAt < 0 && c.s.mode == locked {
+			c.lockedAt = len(c.out)
+		}
+		c.out = append(c.out, pcm...)
+	})
+	return c
+}
+
+// energy is the sum of squares of pcm[from:to], clipped to its length.
+func energy(pcm []int16, from, to int) float64 {
+	var s float64
+	for _, v := range pcm[min(max(0, from), len(pcm)):min(max(to, 0), len(pcm))] {
+		s += float64(v) * float64(v)
+	}
+	return s
+}
+
+// Audio goes through exactly as it came while the agent has not talked,
+// and again once it stopped (a question after an answer is not held
+// back); while it talks over a silent microphone, silence comes out.
+func TestPassThroughIsExact(t *testing.T) {
+	question := speechtest.Render(t, "How far is the moon?", 140, Rate)
+	agent := speechtest.Render(t, answer, 140, trackRate)
+	after := len(agent)*Rate/trackRate + 2*Rate
+	for _, tc := range []struct {
+		name  string
+		agent []int16
+		at    int
+	}{
+		{"no agent", nil, 0},
+		{"after the agent", agent, after},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := speechtest.Mix(nil, question, tc.at, 0)
+			c := replay(t, tc.agent, in)
+			if len(c.out) < tc.at+len(question)/2 {
+				t.Fatalf("%d samples came out of %d", len(c.out), len(in))
+			}
+			for i := range tc.at {
+				if c.out[i] != 0 {
+					t.Fatalf("sample %d of a silent microphone came out as %d", i, c.out[i])
+				}
+			}
+			for i := tc.at; i < len(c.out); i++ {
+				if c.out[i] != in[i] {
+					t.Fatalf("sample %d is %d; went in as %d", i, c.out[i], in[i])
+				}
+			}
+			if c.s.w != nil {
+				t.Fatal("the analysis is held for a microphone with no echo, the agent silent")
+			}
+		})
+	}
+}
+
+var paths = []speechtest.EchoPath{
+	{Delay: 100 * time.Millisecond, GainDB: -10},
+	{Delay: 100 * time.Millisecond, GainDB: -3},
+	{Delay: 300 * time.Millisecond, GainDB: -10},
+	{Delay: 300 * time.Millisecond, GainDB: -3},
+}
+
+func pathName(p speechtest.EchoPath) string {
+	return fmt.Sprintf("%v %+.0fdB", p.Delay, p.GainDB)
+}
+
+// The echo's delay is found within the first second of it, and the echo
+// is removed: its suppression over the whole answer, first words
+// included, is the echo return loss enhancement (ERLE) logged, over the
+// stretches that hold it.
+func TestEchoFoundAndRemoved(t *testing.T) {
+	agent := speechtest.Render(t, answer, 140, trackRate)
+	for _, p := range paths {
+		t.Run(pathName(p), func(t *testing.T) {
+			mic := p.Of(t, agent, trackRate)
+			c := replay(t, agent, mic)
+			if c.lockedAt < 0 {
+				t.Fatal("no delay was found")
+			}
+			start := int(p.Delay * Rate / time.Second)
+			lag := c.s.w.est.delay * hopDuration
+			// Over the stretches of 100 ms that hold the echo (over -50
+			// dBFS): what is left in the quiet between them is the codecs'
+			// noise, passed as it came.
+			var in, out float64
+			for i := 0; i+Rate/10 <= len(c.out); i += Rate / 10 {
+				if e := energy(mic, i, i+Rate/10); e > Rate/10*math.Pow(32768*math.Pow(10, -50.0/20), 2) {
+					in, out = in+e, out+energy(c.out, i, i+Rate/10)
+				}
+			}
+			erle := 10 * math.Log10(in/out)
+			after := float64(c.lockedAt-start) / Rate
+			t.Logf("delay %d ms found %.2f s into the echo; ERLE %.1f dB; %d stretches of echo rejected", lag, after, erle, c.rejected)
+			if d := time.Duration(lag)*time.Millisecond - p.Delay; d < -20*time.Millisecond || d > 30*time.Millisecond {
+				t.Errorf("delay %d ms; the echo's is %v", lag, p.Delay)
+			}
+			if after > 1.5 {
+				t.Errorf("the delay was found %.2f s into the echo", after)
+			}
+			if erle < 25 {
+				t.Errorf("ERLE %.1f dB", erle)
+			}
+			if c.rejected == 0 {
+				t.Error("no echo counted as rejected")
+			}
+		})
+	}
+}
+
+// The reference keeps the agent's audio only while a microphone may need
+// it: from a suppressor's start until it knows its microphone carries no
+// echo and the agent has stopped, or it closes.
+func TestReferenceKeepsAudioOnlyWhileWanted(t *testing.T) {
+	ref := &Reference{}
+	frame := make([]int16, trackRate/50)
+	t0 := time.Unix(1000, 0)
+	ref.Write(frame, trackRate, t0)
+	if ref.ring != nil {
+		t.Fatal("the audio was kept with no microphone to want it")
+	}
+	s := NewSuppressor(ref, Config{})
+	ref.Write(frame, trackRate, t0.Add(20*time.Millisecond))
+	if ref.ring == nil {
+		t.Fatal("the audio was not kept for a microphone that may echo")
+	}
+	s.mode = none
+	mic := make([]int16, Rate/50)
+	s.Process(mic, t0.Add(2*time.Second)) // the agent silent long since
+	ref.Write(frame, trackRate, t0.Add(2*time.Second))
+	if ref.ring != nil || s.w != nil {
+		t.Fatal("a microphone with no echo kept the audio and its analysis while the agent was silent")
+	}
+	s.keep(true)
+	s.Close()
+	ref.Write(frame, trackRate, t0.Add(3*time.Second))
+	if ref.ring != nil {
+		t.Fatal("the audio was kept after its microphone closed")
+	}
+}
+
+// A client's jitter buffer shrinks in the silence between two answers,
+// so that the second answer's echo comes 20 ms sooner than the first
+// one's did: it is removed from its first syllable, not only once the
+// delay moved.
+func TestEchoSoonerAfterAPause(t *testing.T) {
+	first := speechtest.Render(t, "The weather in Paris is mild today.", 140, trackRate)
+	second := speechtest.Render(t, "Tomorrow will be sunny and warmer.", 140, trackRate)
+	gap := 2 * trackRate
+	agent := append(append(append([]int16(nil), first...), make([]int16, gap)...), second...)
+	was := speechtest.EchoPath{Delay: 140 * time.Millisecond, GainDB: -10}
+	now := speechtest.EchoPath{Delay: 120 * time.Millisecond, GainDB: -10}
+	at := (len(first) + gap) * Rate / trackRate
+	mic := speechtest.Mix(was.Of(t, first, trackRate), now.Of(t, second, trackRate), at, 0)
+	c := replay(t, agent, mic)
+	if c.lockedAt < 0 || c.lockedAt > at {
+		t.Fatalf("no delay was found over the first answer (locked at sample %d)", c.lockedAt)
+	}
+	// The second echo's first half second, a hop late as it comes out.
+	from := at + int(now.Delay*Rate/time.Second)
+	to, late := from+Rate/2, Rate/100
+	erle := 10 * math.Log10(energy(mic, from, to)/max(1, energy(c.out, from+late, to+late)))
+	t.Logf("the second echo's first 500 ms: ERLE %.1f dB", erle)
+	if erle < 25 {
+		t.Errorf("the second echo's first 500 ms came through: ERLE %.1f dB", erle)
+	}
+}
+
+// Echo taken out of a microphone that is digitally silent but for it
+// leaves a faint noise, never digital silence: a recogniser may take
+// zeros inside an utterance for its end, as pocketsphinx took those
+// between a user's "Stop," and "tell me" when the echo between them was
+// taken out.
+func TestEchoLeavesNoDigitalSilence(t *testing.T) {
+	agent := speechtest.Render(t, answer, 140, trackRate)
+	p := speechtest.EchoPath{Delay: 100 * time.Millisecond, GainDB: -10}
+	mic := p.Of(t, agent, trackRate)
+	c := replay(t, agent, mic)
+	if c.lockedAt < 0 {
+		t.Fatal("no delay was found")
+	}
+	hop := Rate / 100
+	zeros, echoed := 0, 0
+	for i := c.lockedAt + hop; i+2*hop <= len(c.out); i += hop {
+		if energy(mic, i-hop, i) < float64(hop)*100*100 {
+			continue // not an echo's hop (under -50 dBFS), as it came in
+		}
+		echoed++
+		if energy(c.out, i, i+hop) == 0 {
+			zeros++
+		}
+	}
+	if echoed == 0 || zeros > 0 {
+		t.Errorf("%d of %d hops of echo came out as digital silence", zeros, echoed)
+	}
+}

@@ -1,0 +1,135 @@
+package echo
+
+import (
+	"math"
+
+	"gonum.org/v1/gonum/dsp/fourier"
+)
+
+// The spectra are short-time: a window of 20 ms every 10 ms, at any
+// rate, so that a bin is 50 Hz wide at the microphone's 16 kHz and at
+// the agent's track rate alike, and a band is the same bins in both.
+const (
+	hopDuration = 10 // ms
+	binHz       = 50
+	// Rate is the microphone's sample rate, hop and frame its samples
+	// per hop and per window.
+	Rate  = 16000
+	hop   = Rate * hopDuration / 1000
+	frame = 2 * hop
+)
+
+// bandEdges are the bands' lower bins, about a critical band wide (and
+// two bins at least); the last band goes to the microphone's Nyquist
+// frequency, 8 kHz, bin 160. The echo is estimated and removed band by
+// band: an echo twice coded by Opus, whose CELT layer keeps each band's
+// energy and not its waveform, keeps no phase a linear canceller could
+// follow, but it keeps the bands' energies.
+var bandEdges = [...]int{0, 2, 4, 6, 8, 10, 13, 16, 19, 22, 26, 30, 35, 40, 47, 54, 63, 74, 88, 106, 128, 161}
+
+const bands = len(bandEdges) - 1
+
+// bins are the 50 Hz bins up to 8 kHz: the microphone's whole spectrum.
+const bins = frame/2 + 1
+
+// bandOf is each bin's band.
+var bandOf = func() (b [bins]int) {
+	for i := range b {
+		for bandEdges[b[i]+1] <= i {
+			b[i]++
+		}
+	}
+	return b
+}()
+
+// spectrum is a frame's power in each bin up to 8 kHz, as band powers
+// are counted: the finer picture, in which two voices' harmonics part.
+type spectrum [bins]float64
+
+// powers are a frame's energies by band, as mean squares of 16-bit
+// samples: comparable at any rate.
+type powers [bands]float64
+
+func (p *powers) total() float64 {
+	var s float64
+	for _, v := range p {
+		s += v
+	}
+	return s
+}
+
+// floorDB is the lowest band level a feature takes (dB of a 16-bit full
+// scale): a band of the quietest sound the endpointer hears (-60 dBFS
+// over 8 kHz) is about -73 dB.
+const floorDB = -80
+
+// levels are powers in dB, floored.
+type levels [bands]float64
+
+func (p *powers) levels() (l levels) {
+	for b, v := range p {
+		l[b] = max(floorDB, powerDB(v))
+	}
+	return l
+}
+
+// powerDB is a mean square in dB of a 16-bit full scale.
+func powerDB(p float64) float64 { return 10 * math.Log10(p/(32768*32768)+1e-20) }
+
+// analyser takes short-time spectra of one signal at one rate, with a
+// square-root Hann window, which is also the synthesis window: the two
+// make a Hann window, whose frames half overlapping add up to one, so a
+// frame left as it is comes out as it went in.
+type analyser struct {
+	n      int
+	fft    *fourier.FFT
+	window []float64
+	buf    []float64
+	coef   []complex128
+	// norm makes a band's bin energies its mean square (4/n²: the window's
+	// mean square is a half, and a real signal's power lies half in the
+	// bins not kept).
+	norm float64
+}
+
+func newAnalyser(rate int) *analyser {
+	n := rate * 2 * hopDuration / 1000
+	a := &analyser{n: n, fft: fourier.NewFFT(n), window: make([]float64, n), buf: make([]float64, n),
+		coef: make([]complex128, n/2+1), norm: 4 / float64(n*n)}
+	for i := range a.window {
+		a.window[i] = math.Sin(math.Pi * float64(i) / float64(n))
+	}
+	return a
+}
+
+// analyse windows a.buf (the frame, put there by the caller) and takes
+// its spectrum into a.coef, its bins' powers into sp and its bands' into
+// p.
+func (a *analyser) analyse(sp *spectrum, p *powers) {
+	for i, w := range a.window {
+		a.buf[i] *= w
+	}
+	a.fft.Coefficients(a.coef, a.buf)
+	*p = powers{}
+	for i := range min(bins, len(a.coef)) {
+		c := a.coef[i]
+		sp[i] = (real(c)*real(c) + imag(c)*imag(c)) * a.norm
+		p[bandOf[i]] += sp[i]
+	}
+	for i := len(a.coef); i < bins; i++ {
+		sp[i] = 0
+	}
+}
+
+// synthesise applies a gain per bin to the spectrum a.coef and leaves
+// the windowed frame it makes in a.buf, to be overlapped and added.
+func (a *analyser) synthesise(gain *spectrum) {
+	for i := range min(bins, len(a.coef)) {
+		a.coef[i] *= complex(gain[i], 0)
+	}
+	a.fft.Sequence(a.buf, a.coef)
+	scale := 1 / float64(a.n)
+	for i, w := range a.window {
+		a.buf[i] *= w * scale
+	}
+}

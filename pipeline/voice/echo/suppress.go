@@ -1,0 +1,229 @@
+package echo
+
+import "time"
+
+// suppress decides what to do with the frame that ends with hop b, at t,
+// and does it: processed, the analyser's buffer holds the frame to
+// overlap; removed, the frame's sound was taken out as echo.
+func (s *Suppressor) suppress(b []int16, t time.Time, quiet bool) (processed, removed bool) {
+	st := s.ref.state()
+	s.active = st.rate != 0 && !st.sound.Before(t.Add(-window))
+	if !s.active {
+		// The agent has not talked lately: no echo. A microphone known to
+		// carry none lets go of its analysis, and of the agent's audio,
+		// until someone talks over the agent again (130 KB a speaker, 48
+		// KB a conversation).
+		if s.mode == none {
+			s.w = nil
+			s.keep(false)
+		}
+		return false, false
+	}
+	if s.mode == none && quiet {
+		return false, false
+	}
+	w := s.work()
+	s.keep(true)
+	if !w.refs.sync() {
+		return false, false
+	}
+	k := w.refs.hopOf(t)
+	w.refs.ensure(k, t)
+	var h heardHop
+	s.hear(w, b, k, quiet, &h)
+	if w.est.update(&h.levels, w.refs, k, s.mode == none) {
+		if w.path.learn(&w.mics, w.refs, w.est.delay, k) {
+			s.mode, s.missing = locked, 0
+		} else {
+			w.est.unlock()
+		}
+	}
+	if !s.predict(w, k, quiet, &h) {
+		return false, false
+	}
+	over := echoOnlyOver
+	if s.taken-s.talked <= talkHold*hop {
+		over = echoOnlyTalking
+	}
+	g, echoOnly, removed, share := gains(&h.power, &h.bins, &h.judged, &h.echoBins, s.noise(), over)
+	if share >= doubleTalk {
+		s.talked = s.taken
+	}
+	if s.mode == locked && echoOnly {
+		w.path.adapt(&h.power, &h.bound)
+	}
+	w.mic.synthesise(&g)
+	return true, removed
+}
+
+// heardHop is a hop of the microphone as analysed, and the echo in it as
+// predicted.
+type heardHop struct {
+	power       powers
+	bins        spectrum
+	levels      levels
+	echo, bound powers
+	// judged is the echo the hop is judged against (path.predict).
+	judged   powers
+	echoBins spectrum
+}
+
+// hear analyses the frame that ends with hop b into h; a quiet one is
+// not analysed, and its levels are the floor.
+func (s *Suppressor) hear(w *work, b []int16, k int64, quiet bool, h *heardHop) {
+	if quiet {
+		for i := range h.levels {
+			h.levels[i] = floorDB
+		}
+		return
+	}
+	for i, v := range s.prev {
+		w.mic.buf[i] = float64(v)
+	}
+	for i, v := range b {
+		w.mic.buf[hop+i] = float64(v)
+	}
+	w.mic.analyse(&h.bins, &h.power)
+	h.levels = h.power.levels()
+	w.mics.add(k, &h.power)
+}
+
+// predict puts the echo in h as the mode knows it, and moves the mode
+// on; false when the hop goes through as it came.
+func (s *Suppressor) predict(w *work, k int64, quiet bool, h *heardHop) bool {
+	switch s.mode {
+	case unknown:
+		s.unknownHop(w.refs, k, quiet)
+		if quiet || s.mode != unknown {
+			return false
+		}
+		h.echo = upperBound(w.refs, k)
+		h.judged = h.echo
+		for i, v := range h.bins {
+			// The bound is a band's: each bin gets its share.
+			if b := bandOf[i]; h.power[b] > 0 {
+				h.echoBins[i] = h.echo[b] * v / h.power[b]
+			}
+		}
+		return true
+	case locked:
+		h.echo, h.bound, h.judged = w.path.predict(w.refs, k, w.est.delay, &h.echoBins)
+		s.lockedHop(&h.echo, quiet)
+		return !quiet && s.mode == locked
+	}
+	return false
+}
+
+// noise is the microphone's noise level as a mean square, as band powers
+// add up to, and never under comfortLevel's.
+func (s *Suppressor) noise() float64 {
+	return max(s.floor.level(), comfortLevel*comfortLevel)
+}
+
+// comfortLevel (RMS, about -78 dBFS) is what echo taken out leaves at
+// least, on a microphone that is digitally silent but for the echo (a
+// client's noise suppression, a test's): far under what the endpointer
+// hears as sound, but not digital silence, which a recogniser may take
+// for a break in the utterance (pocketsphinx did, mid-sentence, when the
+// echo between "Stop," and "tell me" became zeros).
+const comfortLevel = 4
+
+// work is the analysis, made when first needed: a microphone that never
+// hears the agent's voice come back costs none of it.
+func (s *Suppressor) work() *work {
+	if s.w == nil {
+		s.w = &work{mic: newAnalyser(Rate), refs: newRefCache(s.ref), est: newEstimator()}
+	}
+	return s.w
+}
+
+// unknownHop moves an unknown path to none when the microphone stayed
+// quiet while an echo was due, when what it heard does not follow the
+// agent, or when no path was found for too long.
+func (s *Suppressor) unknownHop(refs *refCache, k int64, quiet bool) {
+	s.unknownHops++
+	due := false
+	for l := int64(noEchoFrom); l <= noEchoTo && !due; l++ {
+		due = refs.at(k - l).loud
+	}
+	switch {
+	case !quiet:
+		s.quietRun = 0
+		s.soundHops++
+	case due:
+		s.quietRun++
+	}
+	notFollowing := s.soundHops >= notEchoHops && s.w.est.best < notEcho
+	if s.quietRun >= noEchoHops || notFollowing || s.unknownHops >= unknownMax {
+		s.mode = none
+	}
+}
+
+// lockedHop drops a known path whose echo stopped coming: its predicted
+// echo is well above the microphone's noise and the microphone is quiet.
+func (s *Suppressor) lockedHop(echo *powers, quiet bool) {
+	switch {
+	case !quiet:
+		s.missing = 0
+	case echo.total() > 100*max(s.floor.level(), minLevel*minLevel):
+		s.missing++
+	}
+	if s.missing >= missingMax {
+		s.mode, s.missing = none, 0
+		s.w.est = newEstimator()
+	}
+}
+
+// stretch follows a stretch of the microphone's sound removed as echo:
+// it ends after stretchGap hops without any.
+type stretch struct {
+	removed, gap int
+	counted      bool
+}
+
+const stretchGap = 30
+
+// hop takes a hop with sound or not, removed or not, and says whether the
+// stretch just became long enough to count.
+func (s *stretch) hop(sound, removed bool, minHops int) bool {
+	if sound && removed {
+		s.removed++
+		s.gap = 0
+		if !s.counted && s.removed >= minHops {
+			s.counted = true
+			return true
+		}
+		return false
+	}
+	s.gap++
+	if s.gap >= stretchGap {
+		*s = stretch{}
+	}
+	return false
+}
+
+// clock maps the microphone's samples to when they came. A chunk comes
+// late by the network's jitter, never early, so the earliest arrival is
+// the truest: the clock follows earlier arrivals at once and later ones
+// slowly (a sender's clock drifts), and starts over after a gap of more
+// than 100 ms (audio lost, not filled).
+type clock struct {
+	base time.Time
+	set  bool
+}
+
+func samples(n int64) time.Duration { return time.Duration(n) * time.Second / Rate }
+
+// stamp: the sample at position end came at at.
+func (c *clock) stamp(end int64, at time.Time) {
+	est := at.Add(-samples(end))
+	switch d := est.Sub(c.base); {
+	case !c.set || d < 0 || d > 100*time.Millisecond:
+		c.base, c.set = est, true
+	default:
+		c.base = c.base.Add(d / 100)
+	}
+}
+
+// at is when the sample at position p came.
+func (c *clock) at(p int64) time.Time { return c.base.Add(samples(p)) }

@@ -1,0 +1,178 @@
+package voice
+
+import "math"
+
+// Speech has pitch and noise has none. While the vocal folds vibrate,
+// the waveform repeats every pitch period, 2.5 to 16.7 ms (400 to
+// 60 Hz), and every word has such voice within its first 100 to 200 ms
+// (a vowel after "s", "st" or "wh"). A cough, a click, a door, breath or
+// a burst of noise does not repeat: the WebRTC VAD, which judges a
+// frame by the energy in its frequency bands, calls loud noise voice,
+// but none of it has a period. So the endpointer confirms a sound as
+// speech once its voice has pitch, and talk over the agent pauses it
+// only then (interrupt.go).
+
+// The analysis runs at 8 kHz: a voice's pitch and the harmonics that
+// carry it are below 4 kHz, and half the samples make it four times
+// cheaper.
+const (
+	pitchRate = InputRate / 2
+	// minLag and maxLag are the periods of a 400 Hz and a 60 Hz voice.
+	minLag = pitchRate / 400
+	maxLag = pitchRate / 60
+	// pitchWindow is two frames, the current one and the one before, so
+	// that a segment as long as the longest period is compared with the
+	// one a period later.
+	pitchWindow  = 2 * FrameSamples / 2
+	pitchSegment = pitchWindow - maxLag - 1
+)
+
+// minPeriodicity is how alike a segment and the one a pitch period
+// later must be for a frame to have pitch. Measured on 16 kHz audio
+// (TestPeriodicity): espeak-ng's vowels, in a low and a high voice, and
+// a hummed "mm-hm" reach 0.8 to 1; white and pink noise, a cough-like
+// burst, clicks and knocks stay under 0.47, the boom of brown noise
+// under 0.55.
+const minPeriodicity = 0.6
+
+// Speech is confirmed by two frames in a row with pitch, 60 ms of a
+// period: more than the ring of a knock, less than any vowel. Each must
+// reach minFramePeriodicity and the two minPeriodicity on average: the
+// short vowel of a "stop" said over the agent's echo, whose remains blur
+// its period a little, measures 0.74 then 0.59 and would otherwise wait
+// for the next vowel, half a second later (TestBargeInOverEcho), while
+// two frames of the loudest noise, brown noise at 0.55, stay under the
+// average.
+const minFramePeriodicity = 0.5
+
+// confirm measures the pitch of a frame until the sound it belongs to,
+// speech frames of voice so far, is known to be speech, and says
+// whether it became known with this frame. Only the voice of sounds not
+// yet confirmed is measured, a few frames per utterance, so that the
+// measure costs next to nothing beside the VAD, which judges every
+// frame.
+func (e *Endpointer) confirm(frame []int16, voiced bool, speech int) bool {
+	if e.confirmed {
+		return false
+	}
+	p := 0.0
+	if voiced && e.prev != nil {
+		p = periodicity(e.prev, frame)
+	}
+	pitched := min(p, e.lastPitch) >= minFramePeriodicity && p+e.lastPitch >= 2*minPeriodicity
+	e.lastPitch = p
+	e.confirmed = pitched || speech >= frames(e.cfg.UnpitchedSpeech)
+	return e.confirmed
+}
+
+// periodicity is how strongly the sound of prev and cur, two frames in
+// a row, repeats at a voice's pitch period: the highest peak of its
+// normalised autocorrelation at lags of 2.5 to 16.7 ms, from 0 (noise)
+// to 1 (a steady vowel). Only a peak counts, a lag more alike than its
+// neighbours: the slow sway of a rumble or of pink noise makes every
+// short lag alike, and has no peak.
+func periodicity(prev, cur []int16) float64 {
+	var x [pitchWindow]float64
+	decimate(x[:], prev, cur)
+	// The mean goes first, so that the filter, starting from rest, does
+	// not ring on a microphone's offset.
+	var mean float64
+	for _, v := range x {
+		mean += v
+	}
+	mean /= float64(pitchWindow)
+	for i := range x {
+		x[i] -= mean
+	}
+	filter(x[:])
+	var r [maxLag + 2]float64
+	e0 := energy(x[:pitchSegment])
+	el := energy(x[minLag-1 : minLag-1+pitchSegment])
+	for lag := minLag - 1; lag <= maxLag+1; lag++ {
+		dot := dotProduct(x[:pitchSegment], x[lag:lag+pitchSegment])
+		if e0 > 0 && el > 0 {
+			r[lag] = dot / math.Sqrt(e0*el)
+		}
+		if lag <= maxLag {
+			// The segment a lag later slides by one sample.
+			el += x[lag+pitchSegment]*x[lag+pitchSegment] - x[lag]*x[lag]
+		}
+	}
+	best := 0.0
+	for lag := minLag; lag <= maxLag; lag++ {
+		if r[lag] > r[lag-1] && r[lag] >= r[lag+1] {
+			best = max(best, r[lag])
+		}
+	}
+	return best
+}
+
+// decimate halves the rate of prev and cur, two frames in a row, into
+// out, low-passed by a [1 2 1] filter (nothing left at 8 kHz) so that
+// the frication above 4 kHz does not fold onto the voice.
+func decimate(out []float64, prev, cur []int16) {
+	at := func(k int) float64 {
+		if k < len(prev) {
+			return float64(prev[k])
+		}
+		return float64(cur[k-len(prev)])
+	}
+	for i := range out {
+		j := 2 * i
+		out[i] = at(max(j-1, 0)) + 2*at(j) + at(j+1)
+	}
+}
+
+// dotProduct is the sum of a[i]·b[i]; four sums run side by side, which
+// makes it about twice as fast as one.
+func dotProduct(a, b []float64) float64 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return s0 + s1 + s2 + s3
+}
+
+func energy(s []float64) float64 {
+	var e float64
+	for _, v := range s {
+		e += v * v
+	}
+	return e
+}
+
+var PreEmph = 0.0
+
+// highPass is a second-order Butterworth high-pass at 300 Hz, at
+// pitchRate (the RBJ cookbook's). It takes off what is below a
+// telephone's band: the boom of a door or of a passing lorry, and the
+// sway of brown and pink noise, whose slow waves look periodic over
+// 40 ms. A voice keeps its period in the harmonics above, as it does on
+// the telephone.
+var highPass = func() [5]float64 {
+	w := 2 * math.Pi * 300 / pitchRate
+	alpha := math.Sin(w) / math.Sqrt2
+	a0 := 1 + alpha
+	c := math.Cos(w)
+	return [5]float64{(1 + c) / 2 / a0, -(1 + c) / a0, (1 + c) / 2 / a0, -2 * c / a0, (1 - alpha) / a0}
+}()
+
+// filter runs x through highPass in place, from rest.
+func filter(x []float64) {
+	b0, b1, b2, a1, a2 := highPass[0], highPass[1], highPass[2], highPass[3], highPass[4]
+	var x1, x2, y1, y2 float64
+	for i, v := range x {
+		y := b0*v + b1*x1 + b2*x2 - a1*y1 - a2*y2
+		x2, x1 = x1, v
+		y2, y1 = y1, y
+		x[i] = y
+	}
+}
