@@ -86,7 +86,10 @@ func espeak(text string, sampleRate int, opts ...string) ([]int16, error) {
 	if err != nil {
 		return nil, fmt.Errorf("espeak-ng: %w", err)
 	}
-	sox := exec.Command("sox", "-V1", "-t", "wav", "-", "-t", "wav", "-r", strconv.Itoa(sampleRate), "-c", "1", "-b", "16", "-")
+	// Repeatable: sox dithers what it resamples, from a random seed
+	// unless told, and the same phrase came out different from run to
+	// run, and with it every echo and barge-in test's figures.
+	sox := exec.Command("sox", "-R", "-V1", "-t", "wav", "-", "-t", "wav", "-r", strconv.Itoa(sampleRate), "-c", "1", "-b", "16", "-")
 	sox.Stdin = bytes.NewReader(raw)
 	conv, err := sox.Output()
 	if err != nil {

@@ -232,3 +232,37 @@ func TestBargeInOverEcho(t *testing.T) {
 		})
 	}
 }
+
+// A client's jitter buffer grows in the middle of an answer (the network
+// got worse): from then on the echo comes back 20 to 60 ms later than the
+// delay the suppressor had locked. Its syllables must not start speech
+// while the suppressor follows it: over LiveKit such a drift paused the
+// agent for 130 to 630 ms (TestEchoOverLiveKit).
+func TestEchoLaterMidAnswer(t *testing.T) {
+	agent := agentVoice(t)
+	split := 4 * agentRate // the agent's audio sent before the buffer grew
+	at := split * voice.InputRate / agentRate
+	noise := speechtest.Noise(len(agent)*1000/agentRate+1000, voice.InputRate, 3)
+	for _, p := range echoPaths {
+		for _, later := range []time.Duration{20 * time.Millisecond, 40 * time.Millisecond, 60 * time.Millisecond} {
+			t.Run(fmt.Sprintf("%s+%v", echoName(p), later), func(t *testing.T) {
+				now := speechtest.EchoPath{Delay: p.Delay + later, GainDB: p.GainDB}
+				mic := speechtest.Mix(p.Of(t, agent[:split], agentRate), now.Of(t, agent[split:], agentRate), at, 0)
+				mic = speechtest.Mix(mic, noise, 0, 0)
+				clean := hearMic(t, agent, mic, true)
+				t.Logf("speech confirmed at %v", seconds(clean.confirmed))
+				if len(clean.confirmed) != 0 {
+					t.Errorf("the later echo was confirmed as speech at %v", seconds(clean.confirmed))
+				}
+			})
+		}
+	}
+}
+
+func seconds(samples []int) []string {
+	var out []string
+	for _, s := range samples {
+		out = append(out, fmt.Sprintf("%.2fs", float64(s)/voice.InputRate))
+	}
+	return out
+}

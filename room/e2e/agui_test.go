@@ -93,7 +93,7 @@ func TestAGUIThenLiveKit(t *testing.T) {
 		t.Fatalf("another user's thread: %d", code)
 	}
 	u := join(t, e.lk, e.cfg, "conv_shared", "alice")
-	u.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
+	u.greeted()
 	u.send(&wire.Configuration{ConversationID: "conv_shared", Features: []string{wire.FeatureStreaming}})
 	u.send(&wire.UserMessage{ID: "u3", ConversationID: "conv_shared", Content: "second over livekit"})
 	u.until("the answer", finalSentence)
@@ -114,7 +114,7 @@ func TestAGUIThenLiveKit(t *testing.T) {
 func TestAGUITurnWhileLiveKitRoomIsLive(t *testing.T) {
 	e := startAGUI(t)
 	u := join(t, e.lk, e.cfg, "conv_live", "alice")
-	u.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
+	u.greeted()
 	u.send(&wire.Configuration{ConversationID: "conv_live", Features: []string{wire.FeatureStreaming}})
 	u.send(&wire.UserMessage{ID: "u1", ConversationID: "conv_live", Content: "first over livekit"})
 	u.until("the first answer", finalSentence)

@@ -84,7 +84,7 @@ func BenchmarkConversations(b *testing.B) {
 			users[i] = join(b, lk, cfg, fmt.Sprintf("conv_bench_%d_%d", iter, i), "alice")
 		}
 		for _, u := range users {
-			u.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
+			u.greeted()
 			u.send(&wire.Configuration{Features: []string{wire.FeatureStreaming, wire.FeatureReasoningSteps}})
 		}
 		runtime.GC()

@@ -71,7 +71,7 @@ func TestModelFailoverOverLiveKit(t *testing.T) {
 			cfg := startAgent(t, lk, client, storage.NewMemory(storage.ReasoningPlain))
 			conv := "conv_llm_failover_" + bad.name
 			u := join(t, lk, cfg, conv, "alice")
-			u.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
+			u.greeted()
 			u.send(&wire.Configuration{Features: []string{wire.FeatureStreaming}})
 			u.until("configured", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 1 })
 			u.send(&wire.UserMessage{ID: "msg_q1", ConversationID: conv, Content: "Hello?"})

@@ -38,7 +38,7 @@ func TestBackendFailureMidAnswer(t *testing.T) {
 	client, _ := llm.New(llm.Config{Backend: "openai", URL: model.URL + "/vllm/v1", Model: "Qwen3-8B", IdleTimeout: 500 * time.Millisecond})
 	cfg := startAgent(t, lk, client, storage.NewMemory(storage.ReasoningPlain))
 	u := join(t, lk, cfg, "conv_fail", "alice")
-	u.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
+	u.greeted()
 	u.send(&wire.Configuration{Features: []string{wire.FeatureStreaming}})
 	for name, f := range faults {
 		u.mu.Lock()

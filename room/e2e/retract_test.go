@@ -33,7 +33,7 @@ func TestBareThinkEndRetractionReachesTheRoom(t *testing.T) {
 	}
 	cfg := startAgent(t, lk, client, storage.NewMemory(storage.ReasoningPlain))
 	alice := join(t, lk, cfg, "conv_routed_room", "alice")
-	alice.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
+	alice.greeted()
 	alice.send(&wire.Configuration{Features: []string{wire.FeatureStreaming, wire.FeatureReasoningSteps}})
 	alice.until("configured", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 1 })
 

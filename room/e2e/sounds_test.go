@@ -75,7 +75,7 @@ func tempo(tb testing.TB, pcm []int16, factor float64) []int16 {
 	tb.Helper()
 	testenv.Program(tb, "sox", "Debian package sox")
 	raw := []string{"-t", "raw", "-e", "signed-integer", "-b", "16", "-c", "1", "-L", "-r", strconv.Itoa(voice.InputRate)}
-	args := append(append([]string{"-V1"}, raw...), "-")
+	args := append(append([]string{"-R", "-V1"}, raw...), "-")
 	args = append(append(args, raw...), "-", "tempo", "-s", strconv.FormatFloat(factor, 'f', 3, 64))
 	in := make([]byte, 2*len(pcm))
 	for i, v := range pcm {

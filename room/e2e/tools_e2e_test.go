@@ -47,7 +47,7 @@ func startWithScenarios(t *testing.T, store storage.Store) func(string) *user {
 	cfg := startAgent(t, lk, client, store)
 	return func(roomName string) *user {
 		u := join(t, lk, cfg, roomName, "alice")
-		u.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
+		u.greeted()
 		return u
 	}
 }

@@ -390,7 +390,7 @@ func TestVoiceOnlyForAudioClients(t *testing.T) {
 	lk := testenv.StartLiveKit(t)
 	cfg, _, _, synthesised := voiceAgent(t, lk)
 	bob := join(t, lk, cfg, "conv_voice_text", "bob")
-	bob.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
+	bob.greeted()
 	bob.send(&wire.Configuration{Features: []string{wire.FeatureStreaming}})
 	bob.until("configured", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 1 })
 	bob.send(&wire.UserMessage{ID: "msg_text1", ConversationID: "conv_voice_text", Content: "Hello?"})
@@ -416,7 +416,7 @@ func TestVoiceOnlyForAudioClients(t *testing.T) {
 	}
 
 	carol := join(t, lk, cfg, "conv_voice_audio", "carol")
-	carol.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
+	carol.greeted()
 	carol.send(&wire.Configuration{Features: []string{wire.FeatureStreaming, wire.FeatureAudioOutput}})
 	carol.until("configured", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 1 })
 	carol.send(&wire.UserMessage{ID: "msg_audio1", ConversationID: "conv_voice_audio", Content: "Hello?"})
@@ -717,7 +717,7 @@ func listeningUser(t testing.TB, lk *testenv.LiveKit, cfg room.Config, conv, ide
 			r.Close()
 		}
 	})
-	u.until("greeting", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 0 })
+	u.greeted()
 	u.send(&wire.Configuration{Features: []string{wire.FeatureStreaming, wire.FeatureReasoningSteps, wire.FeatureAudioOutput}})
 	u.until("configured", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 1 })
 	mic, err := lkmedia.NewPCMLocalTrack(voice.InputRate, 1, protoLogger.GetLogger())

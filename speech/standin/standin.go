@@ -328,7 +328,9 @@ func (s *Server) to16k(ctx context.Context, samples []int16, rate int, path stri
 	if rate == speech.RecognitionRate {
 		return os.WriteFile(path, speech.EncodeWAV(samples, rate), 0o600)
 	}
-	cmd := exec.CommandContext(ctx, "sox", "-t", "wav", "-", "-r", "16000", "-c", "1", "-b", "16", path)
+	// Repeatable (-R): sox dithers what it resamples from a random seed
+	// unless told, and the same audio must always be recognised alike.
+	cmd := exec.CommandContext(ctx, "sox", "-R", "-t", "wav", "-", "-r", "16000", "-c", "1", "-b", "16", path)
 	cmd.Stdin = bytes.NewReader(speech.EncodeWAV(samples, rate))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("sox: %v: %s", err, out)

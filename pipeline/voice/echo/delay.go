@@ -154,6 +154,27 @@ func (e *estimator) judge(strict bool) bool {
 	return true
 }
 
+// shift moves the locked delay by off hops, as if the echo had come
+// that much later (earlier) all along: the correlations move with it, so
+// that the old lag's peak, a second's history, does not take the delay
+// back before the new one has built its own.
+func (e *estimator) shift(off int) {
+	move := func(a *[maxLag + 1]float64) {
+		old := *a
+		for l := range a {
+			if from := l - off; from >= 0 && from <= maxLag {
+				a[l] = old[from]
+			} else {
+				a[l] = 0
+			}
+		}
+	}
+	move(&e.c)
+	move(&e.vy)
+	e.was, e.delay = e.delay, e.delay+off
+	e.cand, e.stable = e.delay, 0
+}
+
 // unlock takes back the last delay locked: the path found there could
 // not be an echo's.
 func (e *estimator) unlock() { e.delay, e.stable = e.was, 0 }

@@ -224,13 +224,10 @@ func (m *micHistory) at(i int) *micHop {
 // removed: what comes out is at least 20 dB under what went in; share:
 // the part of the sound left unexplained.
 func gains(m *powers, mBins *spectrum, echo *powers, echoBins *spectrum, noise, over float64) (g spectrum, echoOnly, removed bool, share float64) {
-	var total, left, kept float64
-	for b := range m {
-		total += m[b]
-		left += max(0, m[b]-over*echo[b])
-	}
-	share = left / max(total, 1e-9)
-	echoOnly = left < unexplained*total
+	share = unexplainedShare(m, echo, over)
+	echoOnly = share < unexplained
+	var kept float64
+	total := m.total()
 	for i := range g {
 		switch {
 		case echoOnly:

@@ -45,6 +45,11 @@ func (s *Suppressor) suppress(b []int16, t time.Time, quiet bool) (processed, re
 	if s.taken-s.talked <= talkHold*hop {
 		over = echoOnlyTalking
 	}
+	if s.mode == locked && unexplainedShare(&h.power, &h.judged, over) >= unexplained {
+		s.realign(w, k, over, &h)
+	} else {
+		w.drift = drift{}
+	}
 	g, echoOnly, removed, share := gains(&h.power, &h.bins, &h.judged, &h.echoBins, s.noise(), over)
 	if share >= doubleTalk {
 		s.talked = s.taken

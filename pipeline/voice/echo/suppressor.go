@@ -105,11 +105,12 @@ const (
 )
 
 type work struct {
-	mic  *analyser
-	refs *refCache
-	est  *estimator
-	path path
-	mics micHistory
+	mic   *analyser
+	refs  *refCache
+	est   *estimator
+	path  path
+	mics  micHistory
+	drift drift
 }
 
 // NewSuppressor makes a microphone's suppressor of the agent's voice ref.
