@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/livekit/protocol/auth"
-	"github.com/livekit/protocol/livekit"
 	lksdk "github.com/livekit/server-sdk-go/v2"
 
 	"github.com/alicia-voice/alicia/internal/testenv"
@@ -79,12 +78,7 @@ func TestClientThatNeverConfiguresIsServedWithAssumedFeatures(t *testing.T) {
 	}
 	t.Cleanup(c.room.Disconnect)
 	c.send(&wire.Configuration{Features: []string{wire.FeatureStreaming, wire.FeatureReasoningSteps}}) // reaches nobody
-	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
-	defer dcancel()
-	if _, err := lksdk.NewAgentDispatchServiceClient(lk.URL, lk.APIKey, lk.APISecret).
-		CreateDispatch(dctx, &livekit.CreateAgentDispatchRequest{AgentName: cfg.AgentName, Room: name}); err != nil {
-		t.Fatal(err)
-	}
+	lk.Dispatch(t, cfg.AgentName, name)
 
 	c.wait("the greeting", func(g []*wire.Envelope) bool { return count[*wire.Configuration](g) > 0 })
 	q1 := c.send(&wire.UserMessage{ID: "msg_q1", ConversationID: name, Content: "Why is the sky blue?"})

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/livekit/protocol/livekit"
 	lksdk "github.com/livekit/server-sdk-go/v2"
 
 	"github.com/alicia-voice/alicia/internal/testenv"
@@ -171,12 +170,7 @@ func greeted(t *testing.T, e *env, roomName, identity string) *client {
 	greeting := func(g []*wire.Envelope) bool { return count[*wire.Configuration](g) > 0 }
 	if _, ok := c.within(5*time.Second, greeting); !ok {
 		t.Logf("no greeting in 5 s: dispatching %s again", roomName)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := lksdk.NewAgentDispatchServiceClient(e.lk.URL, e.lk.APIKey, e.lk.APISecret).
-			CreateDispatch(ctx, &livekit.CreateAgentDispatchRequest{AgentName: e.cfg.AgentName, Room: roomName}); err != nil {
-			t.Fatal(err)
-		}
+		e.lk.Dispatch(t, e.cfg.AgentName, roomName)
 	}
 	c.wait("greeting", greeting)
 	return c

@@ -1,9 +1,12 @@
 package testenv
 
 import (
+	"context"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/livekit/protocol/livekit"
 	protoLogger "github.com/livekit/protocol/logger"
 	lksdk "github.com/livekit/server-sdk-go/v2"
 
@@ -43,4 +46,16 @@ func StartLiveKit(t testing.TB) *LiveKit {
 		s.Kill()
 	})
 	return &LiveKit{s}
+}
+
+// Dispatch asks LiveKit to send the agent named agent to room, as an
+// operator would through its API.
+func (lk *LiveKit) Dispatch(t testing.TB, agent, room string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := lksdk.NewAgentDispatchServiceClient(lk.URL, lk.APIKey, lk.APISecret).
+		CreateDispatch(ctx, &livekit.CreateAgentDispatchRequest{AgentName: agent, Room: room}); err != nil {
+		t.Fatalf("dispatching %s to %s: %v", agent, room, err)
+	}
 }

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/livekit/protocol/livekit"
 	lksdk "github.com/livekit/server-sdk-go/v2"
 
 	"github.com/alicia-voice/alicia/internal/testenv"
@@ -113,13 +112,7 @@ func (u *user) greeted() {
 	for deadline := time.Now().Add(5 * time.Second); !greeting(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			u.t.Logf("no greeting in 5 s: dispatching %s again", u.room.Name())
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_, err := lksdk.NewAgentDispatchServiceClient(u.lk.URL, u.lk.APIKey, u.lk.APISecret).
-				CreateDispatch(ctx, &livekit.CreateAgentDispatchRequest{AgentName: u.agent, Room: u.room.Name()})
-			cancel()
-			if err != nil {
-				u.t.Fatal(err)
-			}
+			u.lk.Dispatch(u.t, u.agent, u.room.Name())
 			break
 		}
 	}

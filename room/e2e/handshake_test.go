@@ -111,12 +111,7 @@ func (r *handshakeRig) undispatchedToken(t *testing.T, roomName, identity string
 }
 
 func (r *handshakeRig) dispatch(t *testing.T, roomName string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	d := lksdk.NewAgentDispatchServiceClient(r.lk.URL, r.cfg.APIKey, r.cfg.APISecret)
-	if _, err := d.CreateDispatch(ctx, &livekit.CreateAgentDispatchRequest{AgentName: r.cfg.AgentName, Room: roomName}); err != nil {
-		t.Fatalf("dispatch: %v", err)
-	}
+	r.lk.Dispatch(t, r.cfg.AgentName, roomName)
 }
 
 // botFirst creates the room with its dispatch and waits until the bot is

@@ -5,7 +5,7 @@
 // input.echo.delayMs late, input.echo.gainDB quieter, through a lowpass
 // and one reflection, over a faint noise. The user asks input.question
 // (16-bit PCM at input.rate, base64) and the page listens to the answer
-// to its end. The result is what the page showed and heard; the Go test
+// to its end. The result is what the page showed; the Go test
 // reads the server's counters.
 import { run } from './browser.mjs';
 import { desktop, installAnswerOf, join } from './web-page.mjs';
@@ -96,35 +96,6 @@ run(async ({ input, newPage }) => {
   await page.addInitScript(speakerRoom, input.echo);
   await join(page, input);
   await page.evaluate(installAnswerOf);
-  // What the page plays of the bot, every 20 ms: its level and the
-  // agent's state, to find any pause in the answer.
-  await page.evaluate(() => {
-    const ctx = new AudioContext();
-    ctx.resume();
-    let analyser = null;
-    window.__samples = [];
-    setInterval(() => {
-      if (!analyser) {
-        for (const p of window.alicia.room.remoteParticipants.values()) {
-          for (const pub of p.audioTrackPublications.values()) {
-            if (!pub.track) continue;
-            analyser = ctx.createAnalyser();
-            analyser.fftSize = 1024;
-            analyser.buf = new Float32Array(analyser.fftSize);
-            ctx.createMediaStreamSource(new MediaStream([pub.track.mediaStreamTrack])).connect(analyser);
-          }
-        }
-      }
-      let level = 0;
-      if (analyser) {
-        analyser.getFloatTimeDomainData(analyser.buf);
-        let sum = 0;
-        for (const v of analyser.buf) sum += v * v;
-        level = Math.sqrt(sum / analyser.buf.length);
-      }
-      window.__samples.push({ at: performance.now(), level });
-    }, 20);
-  });
   await page.getByRole('button', { name: 'Talk' }).click();
   await page.waitForFunction(() => window.__room.asked.length > 0, null, { timeout: 15_000 });
   await page.evaluate(({ pcm, rate }) => window.__room.say(pcm, rate), { pcm: input.question, rate: input.rate });
@@ -138,10 +109,6 @@ run(async ({ input, newPage }) => {
     return a && a.done && ['heard', 'cut'].includes(a.voice);
   }, null, long);
   const answer = await page.evaluate(() => window.__answerOf(document.querySelector('.turn')));
-  const { asked, echoed, samples } = await page.evaluate(() => ({
-    asked: window.__room.asked,
-    echoed: window.__room.echoed,
-    samples: window.__samples,
-  }));
-  return { question, answer, asked, echoed, samples };
+  const { asked, echoed } = await page.evaluate(() => ({ asked: window.__room.asked, echoed: window.__room.echoed }));
+  return { question, answer, asked, echoed };
 });
