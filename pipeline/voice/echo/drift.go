@@ -7,10 +7,9 @@ package echo
 // second or so later; until then the echo's syllables were predicted
 // before they came, and what was left of them started speech that paused
 // the agent (TestEchoLaterMidAnswer). A hop the locked delay does not
-// explain is therefore tried at the delays around it: one that the same
-// other delay (give or take a hop) explains for driftConfirm hops in a
-// row (40 ms) is the echo come at that delay, and the path moves there,
-// gains and all. A user's voice may sit under the agent's at some lag
+// explain is therefore tried at the delays around it: a delay that
+// explains driftConfirm hops in a row (40 ms) is where the echo now
+// comes, and the path moves there, gains and all. A user's voice may sit under the agent's at some lag
 // for a hop or two: confirmed on two hops, a barge-in was heard 220 to
 // 600 ms late in 4 of 24 runs of TestBargeInOverEcho's settings; on four,
 // a point came 80 ms late in 2 of 14 runs, as often as without
@@ -21,42 +20,58 @@ const (
 	driftConfirm = 4
 )
 
-// drift is the run of hops the locked delay did not explain and another
-// did: off is that delay's offset from the locked one, run how many hops.
+// drift counts, for each delay around the locked one, the hops in a row
+// that it explains and the locked delay does not. An echo that moved
+// sits inside the taps of several neighbouring delays at once (a window
+// of five hops), and which of them explains a hop best is chance: the
+// run is each delay's, not the best one's. Following the best one
+// (give or take a hop), a 40 ms later echo at 100 ms, -3 dB was never
+// followed on one machine's rendering of the test speech, its votes
+// wandering among offsets 1 to 8, and started speech a second on.
 type drift struct {
-	off, run int
+	run [driftEarlier + driftLater + 1]uint8
 }
 
 // realign judges a hop that the locked delay leaves unexplained against
-// the delays around it. Once one delay has explained driftConfirm hops
-// in a row, h is predicted there, and the path moves to it.
+// the delays around it. Once some delay has explained driftConfirm hops
+// in a row, the path moves to the middle of the delays that did (a later
+// one of two), and h is predicted there.
 func (s *Suppressor) realign(w *work, k int64, over float64, h *heardHop) {
 	d := w.est.delay
-	best, bestShare := 0, unexplained
-	for off := -driftEarlier; off <= driftLater; off++ {
-		if off == 0 || d+off < 0 || d+off > maxLag {
+	longest := uint8(0)
+	for i := range w.drift.run {
+		off := i - driftEarlier
+		explains := false
+		if off != 0 && d+off >= 0 && d+off <= maxLag {
+			echo := w.path.bandsAt(w.refs, k, d+off)
+			explains = unexplainedShare(&h.power, &echo, over) < unexplained
+		}
+		if !explains {
+			w.drift.run[i] = 0
 			continue
 		}
-		echo := w.path.bandsAt(w.refs, k, d+off)
-		if sh := unexplainedShare(&h.power, &echo, over); sh < bestShare {
-			best, bestShare = off, sh
+		w.drift.run[i]++
+		longest = max(longest, w.drift.run[i])
+	}
+	if longest < driftConfirm {
+		return
+	}
+	first, last := -1, -1
+	for i, r := range w.drift.run {
+		if r == longest {
+			if first < 0 {
+				first = i
+			}
+			last = i
 		}
 	}
-	switch {
-	case best == 0:
-		w.drift = drift{}
-		return
-	case w.drift.run > 0 && abs(best-w.drift.off) <= 1:
-		w.drift.off, w.drift.run = best, w.drift.run+1
-	default:
-		w.drift = drift{off: best, run: 1}
+	off := (first+last+1)/2 - driftEarlier
+	if off == 0 {
+		return // two delays apart, neither of them next to the locked one
 	}
-	if w.drift.run < driftConfirm {
-		return
-	}
-	w.est.shift(best)
+	w.est.shift(off)
 	w.drift = drift{}
-	h.echo, h.bound, h.judged = w.path.predict(w.refs, k, d+best, &h.echoBins)
+	h.echo, h.bound, h.judged = w.path.predict(w.refs, k, d+off, &h.echoBins)
 }
 
 // bandsAt is the echo's power in each band at reference hop k through a
