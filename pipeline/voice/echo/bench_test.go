@@ -12,18 +12,29 @@ const benchFrame = Rate / 50
 
 // BenchmarkSuppressor is the cost of one 20 ms frame of the microphone:
 // while an echo of the agent is taken out of it (after its path was
-// found), while the agent talks and the microphone is silent (a headset,
-// or a client's own echo canceller), and while the agent is silent. It
-// reports the CPU a conversation spends on it per second of audio.
+// found), while the user talks over that echo the whole time (double
+// talk: every hop the echo leaves unexplained is tried at the delays
+// around the locked one too), while the agent talks and the microphone
+// is silent (a headset, or a client's own echo canceller), and while the
+// agent is silent. It reports the CPU a conversation spends on it per
+// second of audio.
 func BenchmarkSuppressor(b *testing.B) {
 	agent := speechtest.Render(b, answer, 140, trackRate)
 	echoed := speechtest.EchoPath{Delay: 300 * time.Millisecond, GainDB: -3}.Of(b, agent, trackRate)
+	// The user, in another voice, as loud as the agent's echo; their
+	// question again and again, from half a second in.
+	var user []int16
+	for q := speechtest.RenderAs(b, "en-us+f3", "How far is the moon, and how long would it take to fly there?", 140, Rate); len(user) < len(echoed); {
+		user = append(user, q...)
+	}
+	talkedOver := speechtest.Mix(append([]int16(nil), echoed...), user[:len(echoed)-Rate/2], Rate/2, 0)
 	for _, bc := range []struct {
 		name  string
 		agent []int16
 		mic   []int16
 	}{
 		{"echo", agent, echoed},
+		{"double talk", agent, talkedOver},
 		{"silent microphone", agent, make([]int16, len(echoed))},
 		{"agent silent", nil, echoed},
 	} {
