@@ -70,12 +70,7 @@ func redisDB(t *testing.T) (string, int) {
 	return "", 0
 }
 
-func TestMain(m *testing.M) {
-	// Once, before any test: the SDK's logger is a global that tests
-	// running beside each other would race on.
-	lksdk.SetLogger(protoLogger.GetDiscardLogger())
-	os.Exit(testenv.RunMain(m))
-}
+func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m)) }
 
 // acceptedJobs reads a bot's count of jobs it took from its /metrics.
 func acceptedJobs(t *testing.T, b *bot) int {
@@ -110,6 +105,7 @@ func TestScaleOutTwoNodesTwoWorkers(t *testing.T) {
 	defer cancel()
 	bots := botOnEach(ctx, t, bin, nodes, env)
 
+	lksdk.SetLogger(protoLogger.GetDiscardLogger())
 	const n = 40
 	answers := make([]error, n)
 	roomNode := make([]string, n) // user i's room, created on node i%2+1

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	protoLogger "github.com/livekit/protocol/logger"
+	lksdk "github.com/livekit/server-sdk-go/v2"
+
 	"github.com/alicia-voice/alicia/internal/lkserver"
 	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/llm/standin"
@@ -13,9 +16,7 @@ import (
 
 // processTest starts a test that runs alicia serve processes: skipped
 // under -short (it costs minutes), failed where livekit-server is missing,
-// and given the bot binary. Such tests run beside each other: most of
-// their time is spent waiting on LiveKit (a dead node's clients give up
-// after a minute).
+// and given the bot binary.
 func processTest(t *testing.T, cost string) string {
 	t.Helper()
 	if testing.Short() {
@@ -24,7 +25,7 @@ func processTest(t *testing.T, cost string) string {
 	if _, err := lkserver.Binary(); err != nil {
 		testenv.Unavailable(t, "%v", err)
 	}
-	t.Parallel()
+	lksdk.SetLogger(protoLogger.GetDiscardLogger())
 	return testenv.AliciaBinary(t)
 }
 
