@@ -645,6 +645,35 @@ func (r *voiceTape) longestGap(from, to time.Time, skip ...timeSpan) time.Durati
 	return longest
 }
 
+// dry are the stretches in [from, to) where the bot's track ran dry: it
+// sends a few frames of silence, then one every 400 ms, so frames came
+// further apart than their 20 ms. Each runs from the last loud frame
+// before to the first loud one after: a pause's silence, which a
+// recogniser hears inside the word it split.
+func (r *voiceTape) dry(from, to time.Time) []timeSpan {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []timeSpan
+	var prev, loud, gapFrom time.Time
+	for _, f := range r.frames {
+		if f.at.Before(from) || !f.at.Before(to) {
+			continue
+		}
+		if !prev.IsZero() && f.at.Sub(prev) > 30*time.Millisecond && gapFrom.IsZero() {
+			gapFrom = loud
+		}
+		if f.loud {
+			if !gapFrom.IsZero() {
+				out = append(out, timeSpan{gapFrom, f.at})
+				gapFrom = time.Time{}
+			}
+			loud = f.at
+		}
+		prev = f.at
+	}
+	return out
+}
+
 // audio is what the client heard in [from, to), the skipped stretches
 // cut out.
 func (r *voiceTape) audio(from, to time.Time, skip ...timeSpan) []int16 {
