@@ -9,11 +9,11 @@ package echo
 // the agent (TestEchoLaterMidAnswer). A hop the locked delay does not
 // explain is therefore tried at the delays around it: a delay that
 // explains driftConfirm hops in a row (40 ms) is where the echo now
-// comes, and the path moves there, gains and all. A user's voice may sit under the agent's at some lag
-// for a hop or two: confirmed on two hops, a barge-in was heard 220 to
-// 600 ms late in 4 of 24 runs of TestBargeInOverEcho's settings; on four,
-// a point came 80 ms late in 2 of 14 runs, as often as without
-// realigning (2 of 15).
+// comes, and the path moves there, gains and all. A user's voice may
+// sit under the agent's at some lag for a hop or two: confirmed on two
+// hops, a barge-in was heard 220 to 600 ms late in 4 of 24 runs of
+// TestBargeInOverEcho's settings; on four, a point came 80 ms late in 2
+// of 14 runs, as often as without realigning (2 of 15).
 const (
 	driftEarlier = 6 // hops
 	driftLater   = 8
@@ -67,7 +67,9 @@ func (s *Suppressor) realign(w *work, k int64, over float64, h *heardHop) {
 	}
 	off := (first+last+1)/2 - driftEarlier
 	if off == 0 {
-		return // two delays apart, neither of them next to the locked one
+		// The delays that explain it lie on both sides of the locked
+		// one: the echo has not moved.
+		return
 	}
 	w.est.shift(off)
 	w.drift = drift{}
