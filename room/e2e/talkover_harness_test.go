@@ -191,7 +191,7 @@ func (c *talkOverClient) heardWhole(tb testing.TB, a heardAnswer) storage.Entry 
 		tb.Fatalf("stored %s %q; the client was sent %q", stored.Status, stored.Content, whole)
 	}
 	// Without the silences of the bot's pauses: left in, a recogniser
-	// took the words they split for others (WER up to 0.25, in 2 of 14
+	// took the words they split for others (WER up to 0.25, in 2 of 15
 	// runs of TestBackchannelsOverLiveKit, while every run's audio held
 	// the same 611,840 samples; 0.00 with them cut out).
 	to := a.to.Add(time.Millisecond)
