@@ -18,13 +18,22 @@ const EventuallyWithin = 30 * time.Second
 // the test naming what never came.
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(EventuallyWithin)
+	if !Within(EventuallyWithin, cond) {
+		t.Fatalf("timed out after %v waiting for %s", EventuallyWithin, what)
+	}
+}
+
+// Within is Eventually for a test that has something to do when cond
+// does not hold within d: it says whether it did.
+func Within(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", EventuallyWithin, what)
+			return false
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	return true
 }
 
 // LogBuffer is a log destination the test reads while the code under

@@ -109,12 +109,9 @@ func (u *user) greeted() {
 		defer u.mu.Unlock()
 		return has[*wire.Configuration](u.got) > 0
 	}
-	for deadline := time.Now().Add(5 * time.Second); !greeting(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			u.t.Logf("no greeting in 5 s: dispatching %s again", u.room.Name())
-			u.lk.Dispatch(u.t, u.agent, u.room.Name())
-			break
-		}
+	if !testenv.Within(5*time.Second, greeting) {
+		u.t.Logf("no greeting in 5 s: dispatching %s again", u.room.Name())
+		u.lk.Dispatch(u.t, u.agent, u.room.Name())
 	}
 	testenv.Eventually(u.t, "greeting", greeting)
 }

@@ -35,8 +35,8 @@ type drift struct {
 // realign judges a hop that the locked delay leaves unexplained against
 // the delays around it. Once some delay has explained driftConfirm hops
 // in a row, the path moves to the middle of the delays that did (a later
-// one of two), and h is predicted there.
-func (s *Suppressor) realign(w *work, k int64, over float64, h *heardHop) {
+// one of two), h is predicted there, and realign says it moved.
+func (s *Suppressor) realign(w *work, k int64, over float64, h *heardHop) bool {
 	d := w.est.delay
 	longest := uint8(0)
 	for i := range w.drift.run {
@@ -54,7 +54,7 @@ func (s *Suppressor) realign(w *work, k int64, over float64, h *heardHop) {
 		longest = max(longest, w.drift.run[i])
 	}
 	if longest < driftConfirm {
-		return
+		return false
 	}
 	first, last := -1, -1
 	for i, r := range w.drift.run {
@@ -69,11 +69,12 @@ func (s *Suppressor) realign(w *work, k int64, over float64, h *heardHop) {
 	if off == 0 {
 		// The delays that explain it lie on both sides of the locked
 		// one: the echo has not moved.
-		return
+		return false
 	}
 	w.est.shift(off)
 	w.drift = drift{}
 	h.echo, h.bound, h.judged = w.path.predict(w.refs, k, d+off, &h.echoBins)
+	return true
 }
 
 // bandsAt is the echo's power in each band at reference hop k through a

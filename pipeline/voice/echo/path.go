@@ -215,16 +215,14 @@ func (m *micHistory) at(i int) *micHop {
 }
 
 // gains are the suppression gains of a hop, by bin: m and mBins are the
-// microphone's powers, echo the echo it is judged against and echoBins
-// the predicted echo's, noise the microphone's noise power. Whether the
-// echo explains the hop is judged by bands, where the prediction is
-// surest, a band's sound explained up to over times its prediction; what
-// is taken out of a hop it does not explain is taken bin by bin, where
-// the user's voice and the agent's part by their harmonics. echoOnly: the echo explains the hop's sound;
-// removed: what comes out is at least 20 dB under what went in; share:
-// the part of the sound left unexplained.
-func gains(m *powers, mBins *spectrum, echo *powers, echoBins *spectrum, noise, over float64) (g spectrum, echoOnly, removed bool, share float64) {
-	share = unexplainedShare(m, echo, over)
+// microphone's powers, echoBins the predicted echo's, noise the
+// microphone's noise power, and share the part of the hop's sound that
+// the echo leaves unexplained, judged by bands (unexplainedShare), where
+// the prediction is surest. What is taken out of a hop the echo does not
+// explain is taken bin by bin, where the user's voice and the agent's
+// part by their harmonics. echoOnly: the echo explains the hop's sound;
+// removed: what comes out is at least 20 dB under what went in.
+func gains(m *powers, mBins, echoBins *spectrum, noise, share float64) (g spectrum, echoOnly, removed bool) {
 	echoOnly = share < unexplained
 	var kept float64
 	total := m.total()
@@ -242,5 +240,5 @@ func gains(m *powers, mBins *spectrum, echo *powers, echoBins *spectrum, noise, 
 		}
 		kept += g[i] * g[i] * mBins[i]
 	}
-	return g, echoOnly, kept <= 0.01*total, share
+	return g, echoOnly, kept <= 0.01*total
 }

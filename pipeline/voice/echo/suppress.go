@@ -45,12 +45,14 @@ func (s *Suppressor) suppress(b []int16, t time.Time, quiet bool) (processed, re
 	if s.taken-s.talked <= talkHold*hop {
 		over = echoOnlyTalking
 	}
-	if s.mode == locked && unexplainedShare(&h.power, &h.judged, over) >= unexplained {
-		s.realign(w, k, over, &h)
-	} else {
+	share := unexplainedShare(&h.power, &h.judged, over)
+	switch {
+	case s.mode != locked || share < unexplained:
 		w.drift = drift{}
+	case s.realign(w, k, over, &h):
+		share = unexplainedShare(&h.power, &h.judged, over)
 	}
-	g, echoOnly, removed, share := gains(&h.power, &h.bins, &h.judged, &h.echoBins, s.noise(), over)
+	g, echoOnly, removed := gains(&h.power, &h.bins, &h.echoBins, s.noise(), share)
 	if share >= doubleTalk {
 		s.talked = s.taken
 	}
