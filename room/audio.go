@@ -177,8 +177,8 @@ func isUserMic(track *webrtc.TrackRemote, pub *lksdk.RemoteTrackPublication, rp 
 }
 
 // listenToMic decodes a user's microphone track (Opus, through libopus)
-// at voice.InputRate mono for in, through LiveKit's media layer: its
-// jitter buffer, RTP depacketiser and decoder. libopus decodes at that
+// at voice.InputRate mono for in, through LiveKit's media layer (its
+// jitter buffer and RTP depacketiser) and libopus. libopus decodes at that
 // rate itself, which costs less than the SDK's PCMRemoteTrack, which
 // decodes at 48 kHz and resamples with soxr (BenchmarkMicCPU). Close
 // the returned decoder to stop; in is closed with it.

@@ -1,13 +1,14 @@
 package audio
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/livekit/media-sdk"
 	"github.com/livekit/media-sdk/opus"
-	protoLogger "github.com/livekit/protocol/logger"
+	hopus "gopkg.in/hraban/opus.v2"
 )
 
 // Input receives a microphone's audio. Write copies what it keeps: the
@@ -22,11 +23,52 @@ type Input interface {
 // client in DTX sends nothing (micWriter).
 func NewMicDecoder(in Input, rate int) (opus.Writer, error) {
 	w := &micWriter{in: in, rate: rate, covered: time.Now()}
-	dec, err := opus.Decode(w, 1, protoLogger.GetLogger())
+	dec, err := hopus.NewDecoder(rate, 1)
 	if err != nil {
 		return nil, err
 	}
-	return dtxWatch{Writer: dec, mic: w}, nil
+	return dtxWatch{Writer: &monoDecoder{dec: dec, pcm: make([]int16, rate*int(maxOpusPacket/time.Millisecond)/1000), w: w}, mic: w}, nil
+}
+
+// monoDecoder decodes a microphone's packets, mono or stereo, into mono.
+// libopus mixes a stereo packet down itself. (LiveKit's media-sdk decodes
+// a stereo packet as stereo and averages the channels in 16 bits, which
+// wraps every sample over half scale around to the other sign: a loud
+// voice on a stereo microphone, which a browser's raw capture often is,
+// came out as crackle, and the speakerphone test's echo with it.)
+type monoDecoder struct {
+	dec *hopus.Decoder
+	pcm []int16
+	w   media.PCM16Writer
+	// invalid counts the packets in a row libopus refused.
+	invalid int
+}
+
+// maxOpusPacket is the longest audio one Opus packet holds.
+const maxOpusPacket = 120 * time.Millisecond
+
+// maxInvalid is how many packets in a row libopus may refuse before the
+// microphone is given up on: a few corrupt ones are passed over, as
+// media-sdk's decoder does.
+const maxInvalid = 5
+
+func (d *monoDecoder) String() string  { return "Opus(mono) -> " + d.w.String() }
+func (d *monoDecoder) SampleRate() int { return d.w.SampleRate() }
+func (d *monoDecoder) Close() error    { return d.w.Close() }
+
+func (d *monoDecoder) WriteSample(s opus.Sample) error {
+	if len(s) == 0 {
+		return nil
+	}
+	n, err := d.dec.Decode(s, d.pcm)
+	if err != nil {
+		if d.invalid++; errors.Is(err, hopus.ErrInvalidPacket) && d.invalid <= maxInvalid {
+			return nil
+		}
+		return err
+	}
+	d.invalid = 0
+	return d.w.WriteSample(d.pcm[:n])
 }
 
 // micFrame is the silence written at a time, and how often.

@@ -1,6 +1,8 @@
 package audio
 
 import (
+	"errors"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -229,5 +231,93 @@ func TestVoiceActivityFlags(t *testing.T) {
 		if active != c.active || ok != c.ok || length != time.Duration(c.ms)*time.Millisecond {
 			t.Errorf("%s: voice %v in %v (read %v), want %v in %d ms (%v)", c.name, active, length, ok, c.active, c.ms, c.ok)
 		}
+	}
+}
+
+// recordingInput keeps what a microphone hands on.
+type recordingInput struct{ pcm []int16 }
+
+func (r *recordingInput) Write(s []int16) error { r.pcm = append(r.pcm, s...); return nil }
+func (r *recordingInput) Close() error          { return nil }
+
+// A stereo microphone (a browser's raw capture often is one, and
+// LiveKit's clients send it as stereo Opus) is heard as the mix of its
+// channels at their own level, however loud: a tone at -1 dBFS in both
+// channels comes out as that tone, not with every sample over half
+// scale wrapped around to the other sign.
+func TestStereoMicrophoneIsMixedDown(t *testing.T) {
+	const rate, hz, amp = 48000, 440, 29000
+	enc, err := hopus.NewEncoder(rate, 2, hopus.AppVoIP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &recordingInput{}
+	dec, err := NewMicDecoder(in, micRate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	frame := make([]int16, 2*rate/50)
+	buf := make([]byte, maxPacket)
+	for i := 0; i < 50; i++ {
+		for j := range rate / 50 {
+			v := int16(amp * math.Sin(2*math.Pi*hz*float64(i*rate/50+j)/rate))
+			frame[2*j], frame[2*j+1] = v, v
+		}
+		n, err := enc.Encode(frame, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := dec.WriteSample(slices.Clone(buf[:n])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The codec's first frames ramp up; from then on a 440 Hz tone at 16
+	// kHz moves at most 2π·440/16000 of its amplitude (5,000) a sample.
+	out := in.pcm[micRate/5:]
+	var jumps int
+	for i := 1; i < len(out); i++ {
+		if math.Abs(float64(out[i])-float64(out[i-1])) > 8000 {
+			jumps++
+		}
+	}
+	level := 20 * math.Log10(speechtest.RMS(out)/(amp/math.Sqrt2))
+	if jumps > 0 || math.Abs(level) > 1 {
+		t.Fatalf("%d samples jumped by over 8000; the tone came out at %+.1f dB of its level", jumps, level)
+	}
+}
+
+// A few corrupt packets are passed over, as if lost; a microphone that
+// sends nothing else is given up on with libopus's error.
+func TestMicPassesOverCorruptPackets(t *testing.T) {
+	enc, err := hopus.NewEncoder(48000, 1, hopus.AppVoIP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, maxPacket)
+	n, err := enc.Encode(speechtest.Noise(20, 48000, 1), buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, corrupt := opus.Sample(buf[:n]), opus.Sample{0x0b, 0, 0} // code 3 with no frames
+	in := &recordingInput{}
+	dec, err := NewMicDecoder(in, micRate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dec.Close()
+	for i := range maxInvalid {
+		if err := dec.WriteSample(corrupt); err != nil {
+			t.Fatalf("corrupt packet %d: %v", i+1, err)
+		}
+	}
+	if err := dec.WriteSample(good); err != nil || len(in.pcm) != micRate/50 {
+		t.Fatalf("a good packet after corrupt ones: %v, %d samples", err, len(in.pcm))
+	}
+	for range maxInvalid {
+		_ = dec.WriteSample(corrupt)
+	}
+	if err := dec.WriteSample(corrupt); !errors.Is(err, hopus.ErrInvalidPacket) {
+		t.Fatalf("after %d corrupt packets in a row: %v, want libopus's invalid packet", maxInvalid+1, err)
 	}
 }

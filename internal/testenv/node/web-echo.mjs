@@ -37,6 +37,10 @@ const speakerRoom = ({ delayMs, gainDB }) => {
     for (const t of waiting.splice(0)) echo(t);
   };
   const echo = (track) => {
+    // A renegotiation that keeps a track fires 'track' for it again; a
+    // phone plays each track once, and two copies made the echo 6 dB
+    // louder than the test says.
+    if (echoed.includes(track.id) || waiting.includes(track)) return;
     if (!ctx) {
       waiting.push(track);
       return;
