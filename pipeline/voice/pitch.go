@@ -149,8 +149,6 @@ func energy(s []float64) float64 {
 	return e
 }
 
-var PreEmph = 0.0
-
 // highPass is a second-order Butterworth high-pass at 300 Hz, at
 // pitchRate (the RBJ cookbook's). It takes off what is below a
 // telephone's band: the boom of a door or of a passing lorry, and the
