@@ -43,7 +43,10 @@ const answerWait = 180000;
 // (alicia.microphone.processing = false): for a headset, a speaker with
 // its own echo canceller, and the tests that play Alicia's voice back into
 // the microphone, as a phone on speaker without an echo canceller does.
-const rawMicrophone = { echoCancellation: false, noiseSuppression: false, autoGainControl: false };
+// One channel: without the echo canceller, which is mono, a browser opens
+// a stereo microphone as stereo, and LiveKit's client then sends it
+// without DTX or redundancy, for a listener that hears in mono.
+const rawMicrophone = { echoCancellation: false, noiseSuppression: false, autoGainControl: false, channelCount: 1 };
 
 function load(key, fallback) {
   try {
