@@ -12,6 +12,9 @@ import (
 var (
 	builtDir    string
 	buildAlicia = sync.OnceValues(func() (string, error) {
+		if built := os.Getenv("ALICIA_TEST_BINARY"); built != "" {
+			return built, nil
+		}
 		dir, err := os.MkdirTemp("", "alicia-test-bin-")
 		if err != nil {
 			return "", err
@@ -29,6 +32,9 @@ var (
 // AliciaBinary is the alicia command for tests that run it as a process,
 // built once per test binary: a link takes 15 s on a busy 2-core machine.
 // The package's TestMain calls RunMain, which removes it at the end.
+// scripts/test builds it once for all of them (ALICIA_TEST_BINARY): two
+// test binaries that build it at the same moment on a fresh machine each
+// compile its dependencies, a minute and a half of both cores.
 func AliciaBinary(t testing.TB) string {
 	t.Helper()
 	bin, err := buildAlicia()
