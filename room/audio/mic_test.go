@@ -51,11 +51,7 @@ func (c *countingInput) count() (samples, decoded int) {
 // call, so the test does not wait on the clock.
 func TestMicInDTXIsSilenceAtOnce(t *testing.T) {
 	in := &countingInput{}
-	dec, err := NewMicDecoder(in, micRate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dec.Close()
+	dec := micDecoder(t, in)
 	w := dec.(dtxWatch).mic
 	frames, err := speechtest.Opus(append(speechtest.Render(t, "stop", 140, 48000), speechtest.Silence(600, 48000)...), 48000, true)
 	if err != nil {
@@ -134,11 +130,7 @@ func TestMicSkipsPacketsWithoutVoice(t *testing.T) {
 				t.Fatal(err)
 			}
 			in := &countingInput{}
-			dec, err := NewMicDecoder(in, micRate)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer dec.Close()
+			dec := micDecoder(t, in)
 			// feed encodes a frame and hands it on: the samples written
 			// for it, and whether it was decoded.
 			buf := make([]byte, maxPacket)
@@ -234,6 +226,18 @@ func TestVoiceActivityFlags(t *testing.T) {
 	}
 }
 
+// micDecoder is NewMicDecoder at micRate for in, closed when the test
+// ends.
+func micDecoder(t *testing.T, in Input) opus.Writer {
+	t.Helper()
+	dec, err := NewMicDecoder(in, micRate)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = dec.Close() })
+	return dec
+}
+
 // recordingInput keeps what a microphone hands on.
 type recordingInput struct{ pcm []int16 }
 
@@ -252,11 +256,7 @@ func TestStereoMicrophoneIsMixedDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := &recordingInput{}
-	dec, err := NewMicDecoder(in, micRate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dec.Close()
+	dec := micDecoder(t, in)
 	frame := make([]int16, 2*rate/50)
 	buf := make([]byte, maxPacket)
 	for i := 0; i < 50; i++ {
@@ -301,11 +301,7 @@ func TestMicPassesOverCorruptPackets(t *testing.T) {
 	}
 	good, corrupt := opus.Sample(buf[:n]), opus.Sample{0x0b, 0, 0} // code 3 with no frames
 	in := &recordingInput{}
-	dec, err := NewMicDecoder(in, micRate)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dec.Close()
+	dec := micDecoder(t, in)
 	for i := range maxInvalid {
 		if err := dec.WriteSample(corrupt); err != nil {
 			t.Fatalf("corrupt packet %d: %v", i+1, err)
