@@ -176,9 +176,9 @@ func isUserMic(track *webrtc.TrackRemote, pub *lksdk.RemoteTrackPublication, rp 
 		rp.Kind() != lksdk.ParticipantAgent
 }
 
-// listenToMic decodes a user's microphone track (Opus, through libopus)
-// at voice.InputRate mono for in, through LiveKit's media layer (its
-// jitter buffer and RTP depacketiser) and libopus. libopus decodes at that
+// listenToMic decodes a user's microphone track at voice.InputRate mono
+// for in: LiveKit's media layer receives it (its jitter buffer and RTP
+// depacketiser), and libopus decodes it (audio.NewMicDecoder) at that
 // rate itself, which costs less than the SDK's PCMRemoteTrack, which
 // decodes at 48 kHz and resamples with soxr (BenchmarkMicCPU). Close
 // the returned decoder to stop; in is closed with it.

@@ -27,15 +27,17 @@ func NewMicDecoder(in Input, rate int) (opus.Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return dtxWatch{Writer: &monoDecoder{dec: dec, pcm: make([]int16, rate*int(maxOpusPacket/time.Millisecond)/1000), w: w}, mic: w}, nil
+	pcm := make([]int16, rate*int(maxOpusPacket/time.Millisecond)/1000)
+	return dtxWatch{Writer: &monoDecoder{dec: dec, pcm: pcm, w: w}, mic: w}, nil
 }
 
 // monoDecoder decodes a microphone's packets, mono or stereo, into mono.
 // libopus mixes a stereo packet down itself. (LiveKit's media-sdk decodes
 // a stereo packet as stereo and averages the channels in 16 bits, which
 // wraps every sample over half scale around to the other sign: a loud
-// voice on a stereo microphone, which a browser's raw capture often is,
-// came out as crackle, and the speakerphone test's echo with it.)
+// voice on a stereo microphone, as a browser's raw capture of some
+// devices is, came out as crackle, and the speakerphone test's echo with
+// it.)
 type monoDecoder struct {
 	dec *hopus.Decoder
 	pcm []int16
