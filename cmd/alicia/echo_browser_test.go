@@ -20,7 +20,7 @@ import (
 // her echo was counted as echo, and the page shows the answer whole and
 // heard.
 func TestWebClientOverItsOwnEcho(t *testing.T) {
-	testenv.RealTime(t)
+	testenv.RealTimeAlone(t)
 	testenv.SpeechEngines(t)
 	question := "Tell me a story."
 	phrases := filepath.Join(t.TempDir(), "phrases.txt")

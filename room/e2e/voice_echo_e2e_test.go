@@ -33,7 +33,7 @@ const stopPhrase = "Stop, tell me about Paris instead."
 // interruption, and the question is recognised and answered.
 // BenchmarkEchoOverLiveKit runs all four settings.
 func TestEchoOverLiveKit(t *testing.T) {
-	testenv.RealTime(t)
+	testenv.RealTimeAlone(t)
 	lk := testenv.StartLiveKit(t)
 	for _, e := range []echoSetting{echoSettings[0], echoSettings[3]} {
 		t.Run(e.String(), func(t *testing.T) {
