@@ -1,3 +1,9 @@
+// Left out of the fuzzing build (scripts/test fuzzes with -tags fuzzing):
+// fuzzing instruments every package its test binary imports, and testenv
+// brings some 450 more for this file alone.
+
+//go:build !fuzzing
+
 package llm_test
 
 import (
