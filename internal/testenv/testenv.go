@@ -71,8 +71,9 @@ func RealTime(t testing.TB) {
 // RealTimeAlone marks a real-time test whose client also plays the bot's
 // voice back into its own microphone, as a speakerphone does: that echo
 // follows the client's playout, which another real-time test beside it
-// makes jitter by tens of milliseconds (TestEchoOverLiveKit's echo paused
-// the bot in 1 run of 3 so). scripts/test runs these last, one at a time,
+// makes jitter: the test's speaker has no jitter buffer, so a late packet
+// moves the echo by a packet (TestEchoOverLiveKit's echo paused the bot
+// in 1 run of 3 beside the browser tests). scripts/test runs these last, one at a time,
 // with nothing beside them.
 func RealTimeAlone(t testing.TB) {
 	t.Helper()
