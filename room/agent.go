@@ -222,17 +222,6 @@ func (a *Agent) giveUp(j *job) {
 	a.redispatch(j.room)
 }
 
-// redispatch asks LiveKit to send a bot to a room again, so that a
-// conversation whose bot lost its room is re-joined, by this process or
-// another.
-func (a *Agent) redispatch(room string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := a.dispatch.CreateDispatch(ctx, &livekit.CreateAgentDispatchRequest{AgentName: a.cfg.AgentName, Room: room}); err != nil {
-		a.log.Error("could not ask for a new bot; the conversation waits for its user to request a token", "room", room, "err", err)
-	}
-}
-
 // handOver stops taking jobs, flushes storage so that the next bot
 // continues the conversations where this one left them, and asks
 // LiveKit to dispatch each room again: another process under the same

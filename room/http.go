@@ -231,7 +231,9 @@ func (a *Agent) openRoom(ctx context.Context, rooms *lksdk.RoomServiceClient, ro
 	}
 	if j != nil {
 		a.launch(j, token)
+		return
 	}
+	a.followDispatch(room)
 }
 
 // joinOnToken admits a job for a room this process opens, with the bot's
@@ -253,21 +255,6 @@ func (a *Agent) joinOnToken(room string) (*job, string) {
 		return nil, ""
 	}
 	return j, token
-}
-
-// dispatchedTo reports whether LiveKit was asked to send this agent to
-// room.
-func (a *Agent) dispatchedTo(ctx context.Context, room string) bool {
-	res, err := a.dispatch.ListDispatch(ctx, &livekit.ListAgentDispatchRequest{Room: room})
-	if err != nil {
-		return false
-	}
-	for _, d := range res.AgentDispatches {
-		if d.AgentName == a.cfg.AgentName {
-			return true
-		}
-	}
-	return false
 }
 
 // stored reports whether room holds a conversation the store knows: it
@@ -302,10 +289,8 @@ func (a *Agent) ensureBot(ctx context.Context, rooms *lksdk.RoomServiceClient, r
 	if err != nil || (len(res.Participants) == 0 && !a.dispatchedTo(ctx, room) && !a.stored(ctx, room)) {
 		return
 	}
-	for _, p := range res.Participants {
-		if p.Kind == livekit.ParticipantInfo_AGENT {
-			return
-		}
+	if bot, _ := parties(res.Participants, ""); bot {
+		return
 	}
 	a.log.Info("room without a bot; dispatching one", "room", room)
 	a.redispatch(room)

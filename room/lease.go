@@ -114,17 +114,9 @@ func (a *Agent) takeOverLapsed(ctx context.Context, room, staleBot string) {
 		a.log.Warn("a lapsed process's room cannot be listed; leaving it to the webhook", "room", room, "err", err)
 		return
 	}
-	users := 0
-	for _, p := range res.Participants {
-		switch {
-		case p.Kind == livekit.ParticipantInfo_AGENT && p.Sid != staleBot:
-			return // a live bot is there already
-		case p.Kind != livekit.ParticipantInfo_AGENT:
-			users++
-		}
-	}
-	if users == 0 {
-		return
+	bot, users := parties(res.Participants, staleBot)
+	if bot || users == 0 {
+		return // a live bot is there already, or nobody to serve
 	}
 	a.log.Info("taking over a room whose process's lease lapsed", "room", room, "users", users)
 	a.metrics.jobs.WithLabelValues("taken_over").Inc()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -104,5 +105,45 @@ func TestDeletedRoomStaysDeleted(t *testing.T) {
 	dispatches, err := lksdk.NewAgentDispatchServiceClient(lk.URL, lk.APIKey, lk.APISecret).ListDispatch(ctx, &livekit.ListAgentDispatchRequest{Room: room})
 	if err == nil && len(dispatches.AgentDispatches) != 0 {
 		t.Fatalf("a dispatch to the deleted room: %v", dispatches.AgentDispatches)
+	}
+}
+
+// LiveKit offers a dispatch once, when it is made. A full process leaves
+// a new room to the dispatch, which no worker takes then; once a
+// conversation ends and frees a place, the dispatch is made again and the
+// room's user is greeted.
+func TestDroppedDispatchIsMadeAgain(t *testing.T) {
+	lk := testenv.StartLiveKit(t)
+	e := startAgentWith(t, lk, storage.NewMemory(storage.ReasoningPlain), func(c *Config) {
+		c.MaxSessions = 1
+		c.EmptyTimeout = time.Second
+	}, testenv.Log(t))
+	srv := httptest.NewServer(e.agent.TokenHandler())
+	defer srv.Close()
+	greeting := func(g []*wire.Envelope) bool { return count[*wire.Configuration](g) > 0 }
+
+	alice := joinWithToken(t, lk, postToken(t, srv.URL, lk.APISecret, map[string]string{"identity": "alice"}).Token)
+	alice.wait("the greeting of the conversation that fills the process", greeting)
+	second := postToken(t, srv.URL, lk.APISecret, map[string]string{"identity": "bob"})
+	bob := joinWithToken(t, lk, second.Token)
+	// The place frees once Alice has left and her bot has waited
+	// EmptyTimeout for her.
+	alice.room.Disconnect()
+	bob.wait("the greeting once a place is free", greeting)
+	bob.send(&wire.Configuration{Features: []string{wire.FeatureStreaming}})
+	bob.send(&wire.UserMessage{ID: "m1", ConversationID: second.Room, Content: "burst 1"})
+	bob.wait("the answer", func(g []*wire.Envelope) bool { return count[*wire.AssistantSentence](g) > 0 })
+
+	if n := counterValue(t, e.agent.metrics.jobs.WithLabelValues("dispatched_again")); n < 1 {
+		t.Fatalf("%v dispatches made again; the bot came through the first", n)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ds, err := e.agent.dispatch.ListDispatch(ctx, &livekit.ListAgentDispatchRequest{Room: second.Room})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds.AgentDispatches) != 1 {
+		t.Fatalf("%d dispatches listed in the room, want the one that brought its bot: %v", len(ds.AgentDispatches), ds.AgentDispatches)
 	}
 }

@@ -30,7 +30,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		replayed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "alicia", Subsystem: "room", Name: "envelopes_replayed_total",
 			Help: "Envelopes sent again to resuming clients."}),
 		jobs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "alicia", Subsystem: "room", Name: "jobs_total",
-			Help: "Agent jobs by outcome: accepted, refused, yielded (the room has a live bot already), done, failed, handed_over, taken_over."}, []string{"outcome"}),
+			Help: "Agent jobs by outcome: accepted, refused, yielded (the room has a live bot already), done, failed, handed_over, taken_over, dispatched_again (LiveKit dropped a dispatch this process asked for)."}, []string{"outcome"}),
 		talkOver: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "alicia", Subsystem: "voice", Name: "talk_over_total",
 			Help: "What users' speech over the agent or to it came to: interruption (the agent stopped), false_interruption (no words; it resumed), unrecognised (speech with no transcript; no turn), noise (a sound over the agent that was not voice; it did not pause), echo (the agent's own voice coming back through a user's microphone; removed, it did not pause)."}, []string{"outcome"}),
 		tokenRefused: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "alicia", Subsystem: "room", Name: "token_throttled_total",

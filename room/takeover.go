@@ -48,17 +48,9 @@ func (a *Agent) takeOver(ctx context.Context, room string, gone *livekit.Partici
 		a.log.Warn("bot left without handing over; cannot list the room", "room", room, "err", err)
 		return
 	}
-	users := 0
-	for _, p := range res.Participants {
-		switch {
-		case p.Kind == livekit.ParticipantInfo_AGENT && p.Sid != gone.GetSid():
-			return // another bot is already there
-		case p.Kind != livekit.ParticipantInfo_AGENT:
-			users++
-		}
-	}
-	if users == 0 {
-		return
+	bot, users := parties(res.Participants, gone.GetSid())
+	if bot || users == 0 {
+		return // another bot is already there, or nobody to serve
 	}
 	a.log.Info("bot left without handing over; dispatching a new one", "room", room, "bot", gone.GetIdentity(),
 		"reason", gone.GetDisconnectReason().String(), "users", users)

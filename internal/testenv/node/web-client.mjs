@@ -322,7 +322,20 @@ const scenarios = {
       const second = turns[1]?.querySelector('[data-testid=answer]');
       return second?.dataset.done === 'true' && ['heard', 'cut'].includes(second.dataset.voice)
         && turns[0].querySelector('[data-testid=answer]')?.dataset.done === 'true';
-    }, null, long);
+    }, null, long).catch(async (e) => {
+      // What the page showed instead, and when Alicia was last heard.
+      const shown = await page.evaluate(() => ({
+        turns: [...document.querySelectorAll('.turn')].map((t) => ({
+          user: t.querySelector('[data-testid=user-message] p')?.textContent, answer: window.__answerOf(t),
+        })),
+        lastHeard: window.__samples.findLast((x) => x.remote > 0.01)?.at,
+        lastMic: window.__samples.findLast((x) => x.mic > 0.01)?.at,
+        now: performance.now(),
+        state: window.__samples.at(-1)?.state,
+        captions: window.__captions,
+      }));
+      throw new Error(`the interruption's answer never ended; the page shows ${JSON.stringify(shown)}: ${e.message}`);
+    });
     const doneShot = await screenshot(page, 'desktop-voice-interrupted');
     const turnsNow = () => page.evaluate(() => {
       const turns = [...document.querySelectorAll('.turn')];

@@ -1,0 +1,148 @@
+package room
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/livekit/protocol/livekit"
+	"github.com/twitchtv/twirp"
+)
+
+// LiveKit offers a dispatch to the workers under its agent name once,
+// when it is made, and drops it when none takes it then: every process
+// full, the only one restarting or between connections to LiveKit. The
+// room waits for a bot that never comes. So a dispatch this process asks
+// for is followed until a bot is in the room: looked at after each of
+// followChecks, a room with no bot, and no job assigned to it lately, is
+// dispatched to again.
+var followChecks = []time.Duration{3 * time.Second, 5 * time.Second, 10 * time.Second, 20 * time.Second,
+	30 * time.Second, 30 * time.Second, 30 * time.Second}
+
+// jobJoinGrace is how long a job LiveKit assigned may take to bring its
+// bot into the room before it counts as lost: LiveKit waits up to 10 s for
+// a worker's answer, and a bot joins within a second or two of it.
+const jobJoinGrace = 10 * time.Second
+
+// redispatch asks LiveKit to send a bot to a room again, so that a
+// conversation whose bot lost its room is re-joined, by this process or
+// another, and follows that dispatch.
+func (a *Agent) redispatch(room string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := a.dispatch.CreateDispatch(ctx, &livekit.CreateAgentDispatchRequest{AgentName: a.cfg.AgentName, Room: room}); err != nil {
+		a.log.Error("could not ask for a new bot; the conversation waits for its user to request a token", "room", room, "err", err)
+		return
+	}
+	a.followDispatch(room)
+}
+
+// followDispatch looks after a room this process asked LiveKit to send a
+// bot to, until one is there, the room is gone, or the process stops. A
+// stopping process follows nothing: its rooms are handed over.
+func (a *Agent) followDispatch(room string) {
+	a.mu.Lock()
+	if a.draining || a.ctx == nil {
+		a.mu.Unlock()
+		return
+	}
+	ctx := a.ctx
+	a.wg.Add(1)
+	a.mu.Unlock()
+	go func() {
+		defer a.wg.Done()
+		for _, wait := range followChecks {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			if !a.awaitsBot(ctx, room) {
+				return
+			}
+		}
+		a.log.Warn("no bot came to a room dispatched to; it waits for its user to request a token", "room", room)
+	}()
+}
+
+// awaitsBot looks at a followed room once, dispatching to it again if
+// LiveKit lost its dispatch, and reports whether to look again.
+func (a *Agent) awaitsBot(ctx context.Context, room string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	res, err := a.rooms.ListParticipants(ctx, &livekit.ListParticipantsRequest{Room: room})
+	if err != nil {
+		var te twirp.Error
+		// Gone (deleted, or closed once empty); otherwise LiveKit may be
+		// away for a moment.
+		return !(errors.As(err, &te) && te.Code() == twirp.NotFound)
+	}
+	if bot, _ := parties(res.Participants, ""); bot {
+		return false
+	}
+	a.mu.Lock()
+	joining := a.serving(room)
+	a.mu.Unlock()
+	if joining {
+		return true
+	}
+	ds, err := a.dispatch.ListDispatch(ctx, &livekit.ListAgentDispatchRequest{Room: room})
+	if err != nil {
+		return true
+	}
+	var lost []*livekit.AgentDispatch
+	for _, d := range ds.AgentDispatches {
+		if d.AgentName != a.cfg.AgentName {
+			continue
+		}
+		for _, j := range d.GetState().GetJobs() {
+			if time.Since(time.Unix(0, j.GetState().GetStartedAt())) < jobJoinGrace {
+				return true // its bot is on its way
+			}
+		}
+		lost = append(lost, d)
+	}
+	// The lost dispatches go, so that the room lists one per bot asked for.
+	for _, d := range lost {
+		if _, err := a.dispatch.DeleteDispatch(ctx, &livekit.DeleteAgentDispatchRequest{DispatchId: d.Id, Room: room}); err != nil {
+			a.log.Debug("could not delete a lost dispatch", "room", room, "dispatch", d.Id, "err", err)
+		}
+	}
+	a.log.Warn("LiveKit dropped the dispatch of a bot to a room; asking again", "room", room, "lost", len(lost))
+	a.metrics.jobs.WithLabelValues("dispatched_again").Inc()
+	if _, err := a.dispatch.CreateDispatch(ctx, &livekit.CreateAgentDispatchRequest{AgentName: a.cfg.AgentName, Room: room}); err != nil {
+		a.log.Warn("could not dispatch again; looking later", "room", room, "err", err)
+	}
+	return true
+}
+
+// dispatchedTo reports whether LiveKit was asked to send this agent to
+// room.
+func (a *Agent) dispatchedTo(ctx context.Context, room string) bool {
+	res, err := a.dispatch.ListDispatch(ctx, &livekit.ListAgentDispatchRequest{Room: room})
+	if err != nil {
+		return false
+	}
+	for _, d := range res.AgentDispatches {
+		if d.AgentName == a.cfg.AgentName {
+			return true
+		}
+	}
+	return false
+}
+
+// parties reads a room's participants: whether a bot other than the one
+// whose sid is stale is there, and how many users.
+func parties(ps []*livekit.ParticipantInfo, staleSid string) (bot bool, users int) {
+	for _, p := range ps {
+		switch {
+		case p.Kind == livekit.ParticipantInfo_AGENT && p.Sid != staleSid:
+			bot = true
+		case p.Kind != livekit.ParticipantInfo_AGENT:
+			users++
+		}
+	}
+	return bot, users
+}
