@@ -104,7 +104,13 @@ func (a *Agent) awaitsBot(ctx context.Context, room string) bool {
 		}
 		lost = append(lost, d)
 	}
-	// The lost dispatches go, so that the room lists one per bot asked for.
+	a.dispatchAgain(ctx, room, lost)
+	return true
+}
+
+// dispatchAgain replaces the dispatches LiveKit lost, deleted so that the
+// room lists one per bot asked for.
+func (a *Agent) dispatchAgain(ctx context.Context, room string, lost []*livekit.AgentDispatch) {
 	for _, d := range lost {
 		if _, err := a.dispatch.DeleteDispatch(ctx, &livekit.DeleteAgentDispatchRequest{DispatchId: d.Id, Room: room}); err != nil {
 			a.log.Debug("could not delete a lost dispatch", "room", room, "dispatch", d.Id, "err", err)
@@ -115,7 +121,6 @@ func (a *Agent) awaitsBot(ctx context.Context, room string) bool {
 	if _, err := a.dispatch.CreateDispatch(ctx, &livekit.CreateAgentDispatchRequest{AgentName: a.cfg.AgentName, Room: room}); err != nil {
 		a.log.Warn("could not dispatch again; looking later", "room", room, "err", err)
 	}
-	return true
 }
 
 // dispatchedTo reports whether LiveKit was asked to send this agent to
