@@ -70,11 +70,9 @@ func RealTime(t testing.TB) {
 
 // RealTimeAlone marks a real-time test whose client also plays the bot's
 // voice back into its own microphone, as a speakerphone does: that echo
-// follows the client's playout, which another real-time test beside it
-// makes jitter: the test's speaker has no jitter buffer, so a late packet
-// moves the echo by a packet (TestEchoOverLiveKit's echo paused the bot
-// in 1 run of 3 beside the browser tests). scripts/test runs these last, one at a time,
-// with nothing beside them.
+// follows the client's playout, which a neighbour's load moves, and the
+// echo canceller must follow it. scripts/test runs these last, one at a
+// time, with nothing beside them.
 func RealTimeAlone(t testing.TB) {
 	t.Helper()
 	RealTime(t)

@@ -229,14 +229,18 @@ func (s speakerphone) WriteSample(p media.PCM16Sample) error {
 }
 
 // echoPath is the way from a speakerphone's speaker to its microphone:
-// what it plays comes back delay later, through a small room (the direct
-// sound and three reflections within 30 ms), with the highs that a room
-// and a cheap microphone lose, at gain. It has no echo canceller.
+// what it receives is played from a jitter buffer and comes back delay
+// later, through a small room (the direct sound and three reflections
+// within 30 ms), with the highs that a room and a cheap microphone lose,
+// at gain. It has no echo canceller.
 type echoPath struct {
 	mu sync.Mutex
-	// queued is what the client received and the speaker has not played
-	// yet; played, the speaker's last samples, a ring at at.
-	queued []int16
+	// queued is the jitter buffer: what the client received and the
+	// speaker has not played yet. playing: it holds prefill or held it
+	// since it last ran dry.
+	queued  []int16
+	playing bool
+	// played is the speaker's last samples, a ring at at.
 	played []float64
 	at     int
 	delay  int
@@ -262,10 +266,18 @@ const (
 	// maxQueued is the speaker's playout buffer, 200 ms: what comes
 	// beyond it is late, and a device drops it.
 	maxQueued = voice.InputRate / 5
+	// prefill is what the jitter buffer holds before it plays, at the
+	// start and whenever it ran dry: 60 ms, so that a packet late by less
+	// leaves the echo's delay where it was, as a device's playout does.
+	// Without it a packet late by one frame moved the echo 20 ms later
+	// for good, and a neighbour's load made the suppressor lose it.
+	prefill = voice.InputRate * 60 / 1000
 )
 
+// newEchoPath is the path for s; the jitter buffer's prefill is part of
+// the setting's delay.
 func newEchoPath(s echoSetting) *echoPath {
-	delay := int(s.delay.Seconds() * voice.InputRate)
+	delay := int(s.delay.Seconds()*voice.InputRate) - prefill
 	return &echoPath{
 		played: make([]float64, delay+reflections[len(reflections)-1].lag+1),
 		delay:  delay,
@@ -292,9 +304,10 @@ func (p *echoPath) over(frame []int16) []int16 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := len(p.played)
+	p.playing = p.playing && len(p.queued) > 0 || len(p.queued) >= prefill
 	for i := range out {
 		var x float64
-		if i < len(p.queued) {
+		if p.playing && i < len(p.queued) {
 			x = float64(p.queued[i])
 		}
 		p.played[p.at] = x
@@ -306,6 +319,8 @@ func (p *echoPath) over(frame []int16) []int16 {
 		p.at = (p.at + 1) % n
 		out[i] = int16(max(-32768, min(32767, float64(out[i])+p.gain*p.low)))
 	}
-	p.queued = append(p.queued[:0], p.queued[min(len(p.queued), voice.FrameSamples):]...)
+	if p.playing {
+		p.queued = append(p.queued[:0], p.queued[min(len(p.queued), voice.FrameSamples):]...)
+	}
 	return out
 }
