@@ -209,7 +209,8 @@ func (a *Agent) issueToken(w http.ResponseWriter, r *http.Request, rooms *lksdk.
 // worker only some 200 ms after the room is created (its RPC waits that
 // long for better offers than the first), most of a user's wait for the
 // greeting. Otherwise the room is created with the agent dispatched,
-// which overlaps that wait with the user's own join. Either way the bot
+// which overlaps that wait with the user's own join, and the dispatch is
+// followed in case LiveKit drops it (followDispatch). Either way the bot
 // may be in the room first: awaitFirstUser finds the user. Should the
 // room not be created, the token's room configuration dispatches the bot
 // when the user's join creates it, only later.
