@@ -127,9 +127,12 @@ func TestDroppedDispatchIsMadeAgain(t *testing.T) {
 	second := postToken(t, srv.URL, lk.APISecret, map[string]string{"identity": "bob"})
 	bob := joinWithToken(t, lk, second.Token)
 	// The place frees once Alice has left and her bot has waited
-	// EmptyTimeout for her.
+	// EmptyTimeout for her, some 4 s; the dispatch is made again at the
+	// next look after that, at 8 or 18 s.
 	alice.room.Disconnect()
-	bob.wait("the greeting once a place is free", greeting)
+	if got, ok := bob.within(30*time.Second, greeting); !ok {
+		t.Fatalf("no greeting in 30 s once a place was free; got %s", describe(got))
+	}
 	bob.send(&wire.Configuration{Features: []string{wire.FeatureStreaming}})
 	bob.send(&wire.UserMessage{ID: "m1", ConversationID: second.Room, Content: "burst 1"})
 	bob.wait("the answer", func(g []*wire.Envelope) bool { return count[*wire.AssistantSentence](g) > 0 })
