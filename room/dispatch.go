@@ -30,11 +30,32 @@ const jobJoinGrace = 10 * time.Second
 func (a *Agent) redispatch(room string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := a.dispatch.CreateDispatch(ctx, &livekit.CreateAgentDispatchRequest{AgentName: a.cfg.AgentName, Room: room}); err != nil {
+	if err := a.createDispatch(ctx, room); err != nil {
 		a.log.Error("could not ask for a new bot; the conversation waits for its user to request a token", "room", room, "err", err)
 		return
 	}
 	a.followDispatch(room)
+}
+
+// createDispatch asks LiveKit to send this agent to room.
+func (a *Agent) createDispatch(ctx context.Context, room string) error {
+	_, err := a.dispatch.CreateDispatch(ctx, &livekit.CreateAgentDispatchRequest{AgentName: a.cfg.AgentName, Room: room})
+	return err
+}
+
+// dispatches are the room's dispatches of this agent.
+func (a *Agent) dispatches(ctx context.Context, room string) ([]*livekit.AgentDispatch, error) {
+	res, err := a.dispatch.ListDispatch(ctx, &livekit.ListAgentDispatchRequest{Room: room})
+	if err != nil {
+		return nil, err
+	}
+	var ours []*livekit.AgentDispatch
+	for _, d := range res.AgentDispatches {
+		if d.AgentName == a.cfg.AgentName {
+			ours = append(ours, d)
+		}
+	}
+	return ours, nil
 }
 
 // followDispatch looks after a room this process asked LiveKit to send a
@@ -88,21 +109,16 @@ func (a *Agent) awaitsBot(ctx context.Context, room string) bool {
 	if joining {
 		return true
 	}
-	ds, err := a.dispatch.ListDispatch(ctx, &livekit.ListAgentDispatchRequest{Room: room})
+	lost, err := a.dispatches(ctx, room)
 	if err != nil {
 		return true
 	}
-	var lost []*livekit.AgentDispatch
-	for _, d := range ds.AgentDispatches {
-		if d.AgentName != a.cfg.AgentName {
-			continue
-		}
+	for _, d := range lost {
 		for _, j := range d.GetState().GetJobs() {
 			if time.Since(time.Unix(0, j.GetState().GetStartedAt())) < jobJoinGrace {
 				return true // its bot is on its way
 			}
 		}
-		lost = append(lost, d)
 	}
 	a.dispatchAgain(ctx, room, lost)
 	return true
@@ -118,7 +134,7 @@ func (a *Agent) dispatchAgain(ctx context.Context, room string, lost []*livekit.
 	}
 	a.log.Warn("LiveKit dropped the dispatch of a bot to a room; asking again", "room", room, "lost", len(lost))
 	a.metrics.jobs.WithLabelValues("dispatched_again").Inc()
-	if _, err := a.dispatch.CreateDispatch(ctx, &livekit.CreateAgentDispatchRequest{AgentName: a.cfg.AgentName, Room: room}); err != nil {
+	if err := a.createDispatch(ctx, room); err != nil {
 		a.log.Warn("could not dispatch again; looking later", "room", room, "err", err)
 	}
 }
@@ -126,16 +142,8 @@ func (a *Agent) dispatchAgain(ctx context.Context, room string, lost []*livekit.
 // dispatchedTo reports whether LiveKit was asked to send this agent to
 // room.
 func (a *Agent) dispatchedTo(ctx context.Context, room string) bool {
-	res, err := a.dispatch.ListDispatch(ctx, &livekit.ListAgentDispatchRequest{Room: room})
-	if err != nil {
-		return false
-	}
-	for _, d := range res.AgentDispatches {
-		if d.AgentName == a.cfg.AgentName {
-			return true
-		}
-	}
-	return false
+	ours, err := a.dispatches(ctx, room)
+	return err == nil && len(ours) > 0
 }
 
 // parties reads a room's participants: whether a bot other than the one

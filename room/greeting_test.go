@@ -286,12 +286,8 @@ func botListed(t *testing.T, rooms *lksdk.RoomServiceClient, room string) bool {
 	if err != nil {
 		return false // not created yet
 	}
-	for _, p := range res.Participants {
-		if p.Kind == livekit.ParticipantInfo_AGENT {
-			return true
-		}
-	}
-	return false
+	bot, _ := parties(res.Participants, "")
+	return bot
 }
 
 // counterValue reads a counter.

@@ -1,6 +1,6 @@
 // Left out of the fuzzing build (scripts/test fuzzes with -tags fuzzing):
 // fuzzing instruments every package its test binary imports, and testenv
-// brings some 450 more for this file alone.
+// brings some 430 more (571 against 142) for this file alone.
 
 //go:build !fuzzing
 
