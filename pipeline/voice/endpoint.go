@@ -9,13 +9,6 @@ import (
 	webrtcvad "github.com/maxhawkins/go-webrtcvad"
 )
 
-// FrameDuration is the unit the endpointer works in; the WebRTC VAD
-// accepts 10, 20 or 30 ms frames.
-const FrameDuration = 20 * time.Millisecond
-
-// FrameSamples is one frame at InputRate.
-const FrameSamples = InputRate * int(FrameDuration/time.Millisecond) / 1000
-
 // EndpointConfig tunes the endpointer. Zero fields take the defaults,
 // which follow LiveKit Agents' (min_endpointing_delay 0.5 s,
 // max_endpointing_delay 3 s).
@@ -104,8 +97,10 @@ type EndpointEvent struct {
 	Kind  EndpointEventKind
 	Audio []int16
 	// Speech is how long the utterance's voice lasted; Trailing, for
-	// SpeechEnded, the silence after it that ended it.
-	Speech, Trailing time.Duration
+	// SpeechEnded, the silence after it that ended it; Onset, for
+	// SpeechStarted, how long before the end of this frame its first
+	// voice came: Speech and the short gaps inside it.
+	Speech, Trailing, Onset time.Duration
 }
 
 // Endpointer finds utterances in a stream of 16 kHz frames. It counts
@@ -120,19 +115,26 @@ type Endpointer struct {
 	floorSet bool
 
 	inSpeech bool
-	run      int // voiced frames in a row before the start
-	// confirmed: the run or the utterance is known to be speech;
-	// lastPitch is the periodicity of the frame before until then (0 if
-	// it had no voice), prev that frame, which the pitch of a frame is
-	// measured with.
-	confirmed bool
-	lastPitch float64
-	prev      []int16
-	silent    int // unvoiced frames in a row inside speech
-	voiced    int // voiced frames since the start
-	pre       [][]int16
-	audio     []int16
-	text      string
+	// run counts the voiced frames of a sound before the start; span
+	// the frames since its first, and gap the unvoiced ones in a row
+	// since its last, at most maxRunGap.
+	run, span, gap int
+	// confirmed: the run or the utterance is known to be speech; until
+	// then pitch holds the periodicity of the frame before
+	// (pitch.go). prev and before are the two frames before this one,
+	// which its pitch is measured with; recent whether the last frames
+	// were voice, this one in bit 0, and levels their RMS, this one's
+	// first.
+	confirmed    bool
+	pitch        pitchTrack
+	prev, before []int16
+	recent       uint8
+	levels       [3]float64
+	silent       int // unvoiced frames in a row inside speech
+	voiced       int // voiced frames since the start
+	pre          [][]int16
+	audio        []int16
+	text         string
 
 	// pauses are the speaker's recent pauses; sinceEnd counts the frames
 	// since the last utterance's voice ended, while ended says one did
@@ -192,8 +194,6 @@ func (e *Endpointer) Trailing() time.Duration {
 // current utterance, so that it waits longer when they look unfinished.
 func (e *Endpointer) SetText(s string) { e.text = s }
 
-func frames(d time.Duration) int { return int((d + FrameDuration - 1) / FrameDuration) }
-
 // Push processes one frame of FrameSamples samples.
 func (e *Endpointer) Push(frame []int16) ([]EndpointEvent, error) {
 	if len(frame) != FrameSamples {
@@ -203,15 +203,19 @@ func (e *Endpointer) Push(frame []int16) ([]EndpointEvent, error) {
 	if err != nil {
 		return nil, err
 	}
+	e.recent <<= 1
+	if voiced {
+		e.recent |= 1
+	}
 	var evs []EndpointEvent
 	if !e.inSpeech {
 		evs = e.beforeSpeech(frame, voiced)
 	} else {
 		evs = e.duringSpeech(frame, voiced)
 	}
-	// Kept, not copied, as the pre-roll's frames are: the next frame's
-	// pitch is measured with it.
-	e.prev = frame
+	// Kept, not copied, as the pre-roll's frames are: the next frames'
+	// pitch is measured with them.
+	e.before, e.prev = e.prev, frame
 	return evs, nil
 }
 
@@ -219,6 +223,7 @@ func (e *Endpointer) Push(frame []int16) ([]EndpointEvent, error) {
 // noise floor, which it updates.
 func (e *Endpointer) judge(frame []int16) (bool, error) {
 	level := rms(frame)
+	e.levels = [3]float64{level, e.levels[0], e.levels[1]}
 	// Below minLevel a frame is silence whatever the VAD says, so the VAD
 	// is spared it: the silence a client in DTX leaves between utterances
 	// is most of what it sends.
@@ -256,18 +261,14 @@ func (e *Endpointer) follow(level float64) {
 // MinSpeech starts one, with the pre-roll kept before it.
 func (e *Endpointer) beforeSpeech(frame []int16, voiced bool) []EndpointEvent {
 	e.pre = append(e.pre, frame)
-	if keep := frames(e.cfg.PreRoll) + frames(e.cfg.MinSpeech); len(e.pre) > keep {
+	if keep := frames(e.cfg.PreRoll) + max(e.span, frames(e.cfg.MinSpeech)); len(e.pre) > keep {
 		e.pre = e.pre[len(e.pre)-keep:]
 	}
-	if voiced {
-		e.run++
-	} else {
-		e.run = 0
-	}
-	e.confirm(frame, voiced, e.run)
+	e.extendRun(voiced)
+	e.confirm(frame, e.run)
 	if e.run == 0 {
 		// Pitch too short to be speech: the ring of a knock.
-		e.confirmed, e.lastPitch = false, 0
+		e.confirmed, e.pitch = false, pitchTrack{}
 	}
 	e.sinceEnd++
 	if e.run < frames(e.cfg.MinSpeech) {
@@ -276,7 +277,7 @@ func (e *Endpointer) beforeSpeech(frame []int16, voiced bool) []EndpointEvent {
 	// Speech soon after the end of the last utterance: the speaker was
 	// cut off in a pause, which is the kind of pause the silence must
 	// learn to outlast.
-	if gap := time.Duration(e.sinceEnd-e.run) * FrameDuration; e.ended && e.cfg.AdaptiveMax > 0 && gap >= minPause && gap <= e.cfg.AdaptiveMax {
+	if gap := time.Duration(e.sinceEnd-e.span) * FrameDuration; e.ended && e.cfg.AdaptiveMax > 0 && gap >= minPause && gap <= e.cfg.AdaptiveMax {
 		e.pauses.add(gap)
 	}
 	e.ended = false
@@ -286,11 +287,30 @@ func (e *Endpointer) beforeSpeech(frame []int16, voiced bool) []EndpointEvent {
 		e.audio = append(e.audio, f...)
 	}
 	e.pre = e.pre[:0]
-	evs := []EndpointEvent{{Kind: SpeechStarted, Speech: e.Speech()}}
+	evs := []EndpointEvent{{Kind: SpeechStarted, Speech: e.Speech(), Onset: time.Duration(e.span) * FrameDuration}}
 	if e.confirmed {
 		evs = append(evs, EndpointEvent{Kind: SpeechConfirmed, Speech: e.Speech()})
 	}
 	return evs
+}
+
+// maxRunGap is how many unvoiced frames in a row a sound's run to
+// MinSpeech goes on through: the closure and the burst of a "t" or a
+// "p" (20 to 40 ms), which the VAD calls silence, are inside a word.
+// Restarted there, a "stop" counted its MinSpeech from its vowel,
+// 100 ms after its first sound.
+const maxRunGap = 2
+
+// extendRun counts a frame before the start into the sound's run.
+func (e *Endpointer) extendRun(voiced bool) {
+	switch {
+	case voiced:
+		e.run, e.span, e.gap = e.run+1, e.span+1, 0
+	case e.run > 0 && e.gap < maxRunGap:
+		e.span, e.gap = e.span+1, e.gap+1
+	default:
+		e.run, e.span, e.gap = 0, 0, 0
+	}
 }
 
 // duringSpeech takes a frame of an utterance: enough silence, longer
@@ -303,12 +323,12 @@ func (e *Endpointer) duringSpeech(frame []int16, voiced bool) []EndpointEvent {
 		}
 		e.silent = 0
 		e.voiced++
-		if e.confirm(frame, voiced, e.voiced) {
+		if e.confirm(frame, e.voiced) {
 			return []EndpointEvent{{Kind: SpeechConfirmed, Speech: e.Speech()}}
 		}
 		return nil
 	}
-	e.lastPitch = 0
+	e.pitch = pitchTrack{}
 	e.silent++
 	wait := e.Silence()
 	if LooksUnfinished(e.text) {
@@ -322,32 +342,11 @@ func (e *Endpointer) duringSpeech(frame []int16, voiced bool) []EndpointEvent {
 	// would stay with every speaker for good.
 	ev := EndpointEvent{Kind: SpeechEnded, Audio: e.audio, Speech: e.Speech(), Trailing: time.Duration(e.silent) * FrameDuration}
 	e.ended, e.sinceEnd = true, e.silent
-	e.inSpeech, e.run, e.voiced, e.text = false, 0, 0, ""
-	e.confirmed, e.lastPitch = false, 0
+	e.inSpeech, e.run, e.span, e.gap, e.voiced, e.text = false, 0, 0, 0, 0, ""
+	e.confirmed, e.pitch = false, pitchTrack{}
 	e.audio = nil
 	return []EndpointEvent{ev}
 }
-
-// minLevel is about -60 dBFS: quieter than that is silence whatever the
-// VAD thinks.
-const minLevel = 32
-
-func rms(s []int16) float64 {
-	var sum float64
-	for _, v := range s {
-		sum += float64(v) * float64(v)
-	}
-	return math.Sqrt(sum / float64(len(s)))
-}
-
-func dbfs(level float64) float64 {
-	if level <= 0 {
-		return -120
-	}
-	return 20 * math.Log10(level/32768)
-}
-
-func fromDBFS(db float64) float64 { return 32768 * math.Pow(10, db/20) }
 
 func pcmBytes(s []int16) []byte {
 	b := make([]byte, 2*len(s))
@@ -379,20 +378,4 @@ func LooksUnfinished(text string) bool {
 	}
 	words := strings.Fields(t)
 	return unfinishedEnds[strings.Trim(words[len(words)-1], "\"'")]
-}
-
-// Framer cuts a stream of samples of any chunk size into whole frames.
-type Framer struct{ buf []int16 }
-
-// Write adds samples and returns the whole frames they complete.
-func (f *Framer) Write(s []int16) [][]int16 {
-	f.buf = append(f.buf, s...)
-	var out [][]int16
-	for len(f.buf) >= FrameSamples {
-		out = append(out, append([]int16(nil), f.buf[:FrameSamples]...))
-		f.buf = f.buf[FrameSamples:]
-	}
-	// Keep the backing array from growing without bound.
-	f.buf = append([]int16(nil), f.buf...)
-	return out
 }

@@ -168,7 +168,7 @@ func (l *listener) speechStarted(ev EndpointEvent, at time.Time) {
 	l.cur = current{id: wire.NewID("msg")}
 	id := l.cur.id
 	l.log.Debug("voice: speech began", "message", id)
-	l.hear.startOfSpeech(l.speaker, id, at.Add(-ev.Speech))
+	l.hear.startOfSpeech(l.speaker, id, at.Add(-ev.Onset))
 	l.rt.start(id, l.e.Utterance())
 }
 

@@ -17,7 +17,7 @@ type sound struct {
 
 // noises are sounds over the agent that are not speech and last at most
 // 400 ms: white and pink noise from quiet to loud, a door's thud, a
-// cough, clicks and knocks.
+// cough, clicks and knocks, and a knock whose ring runs into noise.
 func noises() []sound {
 	var out []sound
 	for _, colour := range []string{"whitenoise", "pinknoise"} {
@@ -38,6 +38,10 @@ func noises() []sound {
 		sound{"cough 300 ms", func(t testing.TB) []int16 { return speechtest.Cough(t, 300, rate, -12) }},
 		sound{"cough 400 ms loud", func(t testing.TB) []int16 { return speechtest.Cough(t, 400, rate, -6) }},
 		sound{"knocks", func(t testing.TB) []int16 { return speechtest.Knocks(t, 3, rate, -10) }},
+		sound{"a knock into a burst of noise", func(t testing.TB) []int16 {
+			ring := speechtest.Knocks(t, 1, rate, -10)[:40*rate/1000]
+			return append(ring, speechtest.Burst(300, rate, -20, 7)...)
+		}},
 	)
 }
 
@@ -52,6 +56,9 @@ func spoken() []sound {
 	return append(out,
 		sound{"stop, a low voice", func(t testing.TB) []int16 {
 			return speechtest.Trim(speechtest.RenderWith(t, "stop", rate, "-s", "140", "-p", "0"))
+		}},
+		sound{"stop…, said fast", func(t testing.TB) []int16 {
+			return speechtest.Trim(speechtest.Render(t, "Stop, tell me about Paris instead.", 175, rate))
 		}},
 		sound{"so, a woman's high voice", func(t testing.TB) []int16 {
 			return speechtest.Trim(speechtest.RenderWith(t, "so", rate, "-s", "140", "-p", "99", "-v", "en+f3"))
@@ -89,6 +96,7 @@ func hear(t *testing.T, s []int16, noise float64) onsetOf {
 
 // The endpointer tells speech from noise by its pitch: no noise of up to
 // 400 ms is confirmed as speech, even the loud ones the VAD calls voice,
+// in a quiet room or after the digital silence of a client in DTX,
 // while every word is, within 300 ms of its first sound, also when it
 // begins without pitch, in a quiet room and over a noisy one (where the
 // VAD misses some quiet words altogether, which is no concern of the
@@ -96,13 +104,15 @@ func hear(t *testing.T, s []int16, noise float64) onsetOf {
 func TestEndpointerTellsSpeechFromNoise(t *testing.T) {
 	started := 0
 	for _, n := range noises() {
-		h := hear(t, n.make(t), 1)
-		t.Logf("%-28s started %v, confirmed %v", n.name, h.started, h.confirmed)
-		if h.started >= 0 {
-			started++
-		}
-		if h.confirmed >= 0 {
-			t.Errorf("%s: confirmed as speech %v after its first sound", n.name, h.confirmed)
+		for _, room := range []float64{1, 0} {
+			h := hear(t, n.make(t), room)
+			t.Logf("%-28s room %g: started %v, confirmed %v", n.name, room, h.started, h.confirmed)
+			if h.started >= 0 {
+				started++
+			}
+			if h.confirmed >= 0 {
+				t.Errorf("%s, room %g: confirmed as speech %v after its first sound", n.name, room, h.confirmed)
+			}
 		}
 	}
 	if started == 0 {
@@ -121,6 +131,35 @@ func TestEndpointerTellsSpeechFromNoise(t *testing.T) {
 			if h.started < 0 || h.confirmed < 0 || h.confirmed > 300*time.Millisecond {
 				t.Errorf("%s room: %q started %v, confirmed %v after its first sound", room.name, s.name, h.started, h.confirmed)
 			}
+		}
+	}
+}
+
+// A "stop" starts an utterance from its "s", through the closure and the
+// burst of its "t", which the VAD calls silence, and is confirmed as
+// speech at its vowel's first period, also said fast. The utterance's
+// onset is its first sound: the barge-in is timed from there.
+func TestEndpointerHearsAStopFromItsHiss(t *testing.T) {
+	for _, wpm := range []int{140, 175} {
+		stop := speechtest.Trim(speechtest.Render(t, "Stop, tell me about Paris instead.", wpm, rate))
+		lead := 600 * time.Millisecond
+		pcm := mix(append(append(speechtest.Silence(int(lead/time.Millisecond), rate), stop...), speechtest.Silence(1000, rate)...), 1)
+		var started, onset, confirmed time.Duration = -1, -1, -1
+		for _, s := range run(t, endpointer(t, voice.EndpointConfig{}), pcm, nil) {
+			switch {
+			case s.kind == voice.SpeechStarted && started < 0:
+				started, onset = s.at-lead, s.at-s.ev.Onset-lead
+			case s.kind == voice.SpeechConfirmed && confirmed < 0:
+				confirmed = s.at - lead
+			}
+		}
+		t.Logf("%d words a minute: started %v, its onset at %v, confirmed %v after the first sound", wpm, started, onset, confirmed)
+		// MinSpeech of voice, the "t"'s 40 ms and a frame of alignment.
+		if started < 0 || started > 180*time.Millisecond || onset < -voice.FrameDuration || onset > voice.FrameDuration {
+			t.Errorf("%d words a minute: started %v after the first sound, its onset placed at %v", wpm, started, onset)
+		}
+		if confirmed < 0 || confirmed > 230*time.Millisecond {
+			t.Errorf("%d words a minute: confirmed as speech %v after the first sound", wpm, confirmed)
 		}
 	}
 }
