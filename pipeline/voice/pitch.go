@@ -45,9 +45,9 @@ const minPeriodicity = 0.6
 // under the average. One window of strongPeriodicity is enough where
 // its level is steady: the first 40 ms of a vowel often reach it, where
 // the next window, a little into its glide, does not (a "stop" said at
-// 175 words a minute waited for its next word). No noise comes near it
-// but the ring of a knock, 0.86 on its way down from the knock, which
-// the steady level leaves out.
+// 175 words a minute waited for its next word). No noise of
+// TestPeriodicity's comes near it but the ring of a knock, 0.86 on its
+// way down from the knock, which the steady level leaves out.
 const (
 	minFramePeriodicity = 0.5
 	strongPeriodicity   = 0.8
