@@ -30,6 +30,10 @@ type Agent struct {
 	wg   sync.WaitGroup
 	// draining: stopping; new assignments are refused.
 	draining bool
+	// following holds the rooms whose dispatch is followed
+	// (dispatch.go), one follower each: true once the room was
+	// dispatched to again meanwhile, which starts its looks over.
+	following map[string]bool
 	// voice, if set, gives every room the voice path (EnableVoice).
 	voice *VoiceConfig
 	// leases, with a store that keeps them, and this process's name in
@@ -44,7 +48,7 @@ type Agent struct {
 // func(id string) Conversation { return e.Open(id) }).
 func NewAgent(cfg Config, store storage.Store, metrics *Metrics, open func(id string) Conversation, log *slog.Logger) *Agent {
 	cfg.withDefaults()
-	a := &Agent{cfg: cfg, log: log, store: store, metrics: metrics, open: open, jobs: map[string]*job{}}
+	a := &Agent{cfg: cfg, log: log, store: store, metrics: metrics, open: open, jobs: map[string]*job{}, following: map[string]bool{}}
 	a.worker = newWorker(cfg.LiveKitURL, cfg.APIKey, cfg.APISecret, cfg.AgentName, "alicia", log)
 	a.worker.available = a.available
 	a.worker.assign = a.assign

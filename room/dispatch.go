@@ -60,32 +60,51 @@ func (a *Agent) dispatches(ctx context.Context, room string) ([]*livekit.AgentDi
 
 // followDispatch looks after a room this process asked LiveKit to send a
 // bot to, until one is there, the room is gone, or the process stops. A
-// stopping process follows nothing: its rooms are handed over.
+// stopping process follows nothing: its rooms are handed over. A room
+// has one follower: two would each make the lost dispatch again, and
+// the room would get two bots. A room dispatched to again while followed
+// has its looks start over.
 func (a *Agent) followDispatch(room string) {
 	a.mu.Lock()
+	defer a.mu.Unlock()
 	if a.draining || a.ctx == nil {
-		a.mu.Unlock()
 		return
 	}
-	ctx := a.ctx
+	if _, ok := a.following[room]; ok {
+		a.following[room] = true
+		return
+	}
+	a.following[room] = false
 	a.wg.Add(1)
-	a.mu.Unlock()
-	go func() {
-		defer a.wg.Done()
-		for _, wait := range followChecks {
-			t := time.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			if !a.awaitsBot(ctx, room) {
-				return
-			}
-		}
-		a.log.Warn("no bot came to a room dispatched to; it waits for its user to request a token", "room", room)
+	go a.follow(a.ctx, room)
+}
+
+// follow is a room's follower.
+func (a *Agent) follow(ctx context.Context, room string) {
+	defer a.wg.Done()
+	defer func() {
+		a.mu.Lock()
+		delete(a.following, room)
+		a.mu.Unlock()
 	}()
+	for i := 0; i < len(followChecks); i++ {
+		t := time.NewTimer(followChecks[i])
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if !a.awaitsBot(ctx, room) {
+			return
+		}
+		a.mu.Lock()
+		if a.following[room] {
+			a.following[room], i = false, -1
+		}
+		a.mu.Unlock()
+	}
+	a.log.Warn("no bot came to a room dispatched to; it waits for its user to request a token", "room", room)
 }
 
 // awaitsBot looks at a followed room once, dispatching to it again if

@@ -150,3 +150,27 @@ func TestDroppedDispatchIsMadeAgain(t *testing.T) {
 		t.Fatalf("%d dispatches listed in the room, want the one that brought its bot: %v", len(ds.AgentDispatches), ds.AgentDispatches)
 	}
 }
+
+// A room has one follower of its dispatch, however often it is dispatched
+// to: two would each make a lost dispatch again. The second dispatch
+// starts the follower's looks over, and a stopping process's followers
+// end.
+func TestOneFollowerARoom(t *testing.T) {
+	a := NewAgent(Config{AgentName: "alicia"}, storage.NewMemory(storage.ReasoningPlain), NewMetrics(nil), nil, testenv.Log(t))
+	ctx, cancel := context.WithCancel(t.Context())
+	a.ctx = ctx
+	a.followDispatch("room-a")
+	a.followDispatch("room-a")
+	a.followDispatch("room-b")
+	a.mu.Lock()
+	n, again := len(a.following), a.following["room-a"]
+	a.mu.Unlock()
+	cancel()
+	a.wg.Wait()
+	if n != 2 || !again {
+		t.Fatalf("%d rooms followed, room-a asked again: %v; want 2, true", n, again)
+	}
+	if len(a.following) != 0 {
+		t.Fatalf("%d followers left after the process stopped", len(a.following))
+	}
+}
