@@ -202,7 +202,7 @@ func containsQuestion(texts []string) bool {
 // onset.
 func TestBargeInOverEcho(t *testing.T) {
 	agent := agentVoice(t)
-	user := speechtest.Trim(speechtest.Render(t, "Stop, tell me about Paris instead.", 140, voice.InputRate))
+	user := speechtest.Trim(speechtest.Render(t, stopPhrase, 140, voice.InputRate))
 	userGain := -speechtest.LevelDB(agent, agentRate, user, voice.InputRate)
 	noise := speechtest.Noise(len(agent)*1000/agentRate+3000, voice.InputRate, 3)
 	alone := map[int]time.Duration{}

@@ -45,6 +45,10 @@ func noises() []sound {
 	)
 }
 
+// stopPhrase is the question said over the agent in the tests of
+// barge-in: its first word begins without pitch.
+const stopPhrase = "Stop, tell me about Paris instead."
+
 // spoken are words said over the agent, many beginning with a consonant
 // without pitch ("stop", "so", "tell me", "what", "how far"), and
 // backchannels.
@@ -58,7 +62,7 @@ func spoken() []sound {
 			return speechtest.Trim(speechtest.RenderWith(t, "stop", rate, "-s", "140", "-p", "0"))
 		}},
 		sound{"stop…, said fast", func(t testing.TB) []int16 {
-			return speechtest.Trim(speechtest.Render(t, "Stop, tell me about Paris instead.", 175, rate))
+			return speechtest.Trim(speechtest.Render(t, stopPhrase, 175, rate))
 		}},
 		sound{"so, a woman's high voice", func(t testing.TB) []int16 {
 			return speechtest.Trim(speechtest.RenderWith(t, "so", rate, "-s", "140", "-p", "99", "-v", "en+f3"))
@@ -141,7 +145,7 @@ func TestEndpointerTellsSpeechFromNoise(t *testing.T) {
 // onset is its first sound: the barge-in is timed from there.
 func TestEndpointerHearsAStopFromItsHiss(t *testing.T) {
 	for _, wpm := range []int{140, 175} {
-		stop := speechtest.Trim(speechtest.Render(t, "Stop, tell me about Paris instead.", wpm, rate))
+		stop := speechtest.Trim(speechtest.Render(t, stopPhrase, wpm, rate))
 		lead := 600 * time.Millisecond
 		pcm := mix(append(append(speechtest.Silence(int(lead/time.Millisecond), rate), stop...), speechtest.Silence(1000, rate)...), 1)
 		var started, onset, confirmed time.Duration = -1, -1, -1
