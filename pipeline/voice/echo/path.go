@@ -124,12 +124,22 @@ var loudBand = 32768 * 32768 * math.Pow(10, -7)
 // down slowly), for the echo must be predicted no lower than it comes,
 // or what is left of it sounds like speech. In double talk the gains
 // hold: the user's voice says nothing of the echo's.
+//
+// A hop counts as at most maxFall under the gain. A band far under its
+// prediction is mostly an echo that has not come yet: a client's jitter
+// buffer grew, and the echo now comes later than the locked delay. Taken
+// at its word, each such hop lowered the gains a little more while the
+// drift was still unconfirmed, and the echo, when it came, stood 6 dB
+// over its prediction in the low bands and started speech (a browser
+// whose playout a busy machine delayed, 0.7 s into an answer;
+// TestEchoLaterMidAnswer 1 s in).
 func (p *path) adapt(m, bound *powers) {
 	for b := range p.gain {
 		if bound[b] < loudBand || m[b] <= 0 {
 			continue
 		}
-		lr, lg := math.Log(m[b]/bound[b]), math.Log(p.gain[b])
+		lg := math.Log(p.gain[b])
+		lr := max(math.Log(m[b]/bound[b]), lg-maxFall)
 		if lr > lg {
 			lg += 0.15 * (lr - lg)
 		} else {
@@ -183,6 +193,12 @@ func (p *path) learn(mics *micHistory, refs *refCache, d int, now int64) bool {
 
 // maxGain is the loudest an echo path may bring a band back: +10 dB.
 const maxGain = 10.0
+
+// maxFall is the most a hop's ratio counts under the gain, as a natural
+// log: 6 dB. A path that really got quieter is still followed, 0.18 dB a
+// hop; the quantile the gains follow stays where it was (at 3 dB, a user
+// talking over a -3 dB echo was taken for it, and heard 580 ms late).
+const maxFall = 0.6 * math.Ln10
 
 // micHistory is the microphone's last hops, for learn.
 type micHistory struct {
