@@ -51,7 +51,8 @@ type Track struct {
 	done        chan struct{}
 	stopped     chan struct{}
 
-	// Owned by run.
+	// Owned by run. due is when the next frame is to be sent.
+	due       time.Time
 	seq       uint16
 	timestamp uint32
 	silent    int  // frames since the queue ran dry
@@ -191,28 +192,60 @@ func (t *Track) Close() error {
 
 func (t *Track) run() {
 	defer close(t.stopped)
-	tick := time.NewTicker(voiceFrame)
-	defer tick.Stop()
-	buf := make([]byte, maxPacket)
+	t.due = time.Now().Add(voiceFrame)
+	timer := time.NewTimer(voiceFrame)
+	defer timer.Stop()
 	f := make([]int16, t.frame)
+	buf := make([]byte, maxPacket)
 	for {
-		var now time.Time
 		select {
 		case <-t.done:
 			return
-		case now = <-tick.C:
+		case <-timer.C:
 		}
-		send, sound := t.next(f)
-		if !send {
-			t.skipped++
-			continue
-		}
-		if tap := t.tap.Load(); tap != nil && sound {
-			(*tap)(f, t.rate, now)
-		}
-		if n, err := t.encoder.Encode(f, buf); err == nil {
-			_ = t.send(buf[:n], sound)
-		}
+		now := time.Now()
+		t.sendDue(now, f, buf)
+		timer.Reset(t.due.Sub(now))
+	}
+}
+
+// maxCatchUp is the most a track sends at once to catch up. A longer
+// stall is a gap (the process was stopped): its frames are skipped, and
+// the RTP timestamps jump over them as over the silence a track leaves.
+const maxCatchUp = 200 * time.Millisecond
+
+// sendDue sends the frames due by now. A track whose goroutine ran late
+// (a busy machine) sends the frames it owes at once, each stamped with
+// its due time: their RTP timestamps are contiguous, so a client's
+// jitter buffer plays them back to back, and the tap tells the echo
+// reference they were sent back to back, as the client will play them.
+// A ticker dropped those ticks instead: the track fell 20 ms behind for
+// good, and the reference, seeing a frame 40 ms after the last, put 20
+// ms of silence between two frames that the client played without one,
+// so the echo came 20 ms sooner than the delay the suppressor had locked.
+func (t *Track) sendDue(now time.Time, f []int16, buf []byte) {
+	if late := now.Sub(t.due); late > maxCatchUp {
+		n := int(late / voiceFrame)
+		t.skipped += n
+		t.due = t.due.Add(time.Duration(n) * voiceFrame)
+	}
+	for ; !t.due.After(now); t.due = t.due.Add(voiceFrame) {
+		t.sendFrame(f, buf, t.due)
+	}
+}
+
+// sendFrame sends the frame due at at, if one is due.
+func (t *Track) sendFrame(f []int16, buf []byte, at time.Time) {
+	send, sound := t.next(f)
+	if !send {
+		t.skipped++
+		return
+	}
+	if tap := t.tap.Load(); tap != nil && sound {
+		(*tap)(f, t.rate, at)
+	}
+	if n, err := t.encoder.Encode(f, buf); err == nil {
+		_ = t.send(buf[:n], sound)
 	}
 }
 

@@ -47,3 +47,50 @@ func TestTrackTapsWhatItSends(t *testing.T) {
 		t.Fatalf("after the sound, a frame of %v was tapped", got.frame[:4])
 	}
 }
+
+// A track whose goroutine ran late sends the frames it owes at once,
+// stamped with the times they were due, with contiguous RTP timestamps:
+// the client plays them back to back, and the echo reference must hear
+// them so. A stall longer than maxCatchUp is a gap instead, which the
+// timestamps jump over.
+func TestTrackCatchesUpOnLateFrames(t *testing.T) {
+	tr, err := NewTrack(16000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var taps []tapped
+	tr.Tap(func(frame []int16, rate int, at time.Time) { taps = append(taps, tapped{nil, rate, at}) })
+	_ = tr.WriteSample(slices.Repeat([]int16{100}, 10*tr.frame))
+	f, buf := make([]int16, tr.frame), make([]byte, maxPacket)
+	start := time.Unix(1000, 0)
+	tr.due = start
+	stamp := tr.timestamp
+	const ticks = opusClock * uint32(voiceFrame/time.Millisecond) / 1000
+
+	tr.sendDue(start.Add(70*time.Millisecond), f, buf) // 70 ms late
+	if len(taps) != 4 {
+		t.Fatalf("70 ms after the first frame was due, %d frames were sent, not 4", len(taps))
+	}
+	for i, tp := range taps {
+		if want := start.Add(time.Duration(i) * voiceFrame); !tp.at.Equal(want) {
+			t.Errorf("frame %d was tapped as sent at +%v, not when due, +%v", i, tp.at.Sub(start), want.Sub(start))
+		}
+	}
+	if got := tr.timestamp - stamp; got != 4*ticks {
+		t.Errorf("the RTP timestamp moved %d ticks over 4 frames, not %d", got, 4*ticks)
+	}
+
+	// A second's stall: the frames due in it are skipped, not sent in a
+	// burst, and the timestamps jump over them.
+	stalled := start.Add(80*time.Millisecond + time.Second + 5*time.Millisecond)
+	tr.sendDue(stalled, f, buf)
+	if len(taps) != 5 {
+		t.Fatalf("after a second's stall, %d frames were sent at once, not 1", len(taps)-4)
+	}
+	if at := taps[4].at; at.After(stalled) || stalled.Sub(at) >= voiceFrame {
+		t.Errorf("the frame after the stall was tapped at +%v, not within a frame of the stall's end, +%v", at.Sub(start), stalled.Sub(start))
+	}
+	if got, want := tr.timestamp-stamp, uint32(taps[4].at.Sub(start)/voiceFrame+1)*ticks; got != want {
+		t.Errorf("after the stall the RTP timestamp moved %d ticks, not %d: the gap is not jumped over", got, want)
+	}
+}

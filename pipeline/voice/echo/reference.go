@@ -62,7 +62,7 @@ func (r *Reference) Write(frame []int16, rate int, at time.Time) {
 	// back whatever the jitter of the sender's clock: a frame within
 	// half a frame of the last one's end follows it. One that comes later
 	// follows a gap of silence in whole frames, as a track leaves when it
-	// has nothing to send, or when its clock missed a tick.
+	// has nothing to send, or when it was stalled too long to catch up.
 	if gap := int64(math.Round(at.Sub(r.epoch).Seconds()*float64(rate))) - r.end; gap >= n/2 {
 		p += (gap + n/2) / n * n
 	}
