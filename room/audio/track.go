@@ -234,7 +234,8 @@ func (t *Track) sendDue(now time.Time, f []int16, buf []byte) {
 	}
 }
 
-// sendFrame sends the frame due at at, if one is due.
+// sendFrame sends the next frame, due at at, unless the track is quiet
+// and owes no DTX frame.
 func (t *Track) sendFrame(f []int16, buf []byte, at time.Time) {
 	send, sound := t.next(f)
 	if !send {
