@@ -1,6 +1,9 @@
 package voice
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // recognition recognises the speaker's finished utterances in the order
 // they were spoken, until ended, then what is left.
@@ -53,7 +56,10 @@ func (l *listener) finish(u utterance) {
 			l.transcript(Transcript{ID: u.id})
 		}
 		if text == "" && err == nil {
-			l.log.Info("voice: speech with no transcript; no turn", "seconds", float64(len(u.audio))/InputRate)
+			// Its loudest frame tells a recogniser's miss from audio that
+			// reached it quiet (taken out, or cut).
+			l.log.Info("voice: speech with no transcript; no turn", "seconds", float64(len(u.audio))/InputRate,
+				"loudest_dbfs", math.Round(dbfs(loudestFrame(u.audio))))
 		}
 		return
 	}
@@ -87,4 +93,13 @@ func (l *listener) ask(u utterance, q question) {
 	if err := l.s.asker.Ask(l.ctx, l.speaker, q.id, q.text); err != nil {
 		l.log.Warn("voice: the engine refused the turn", "err", err)
 	}
+}
+
+// loudestFrame is the RMS level of the loudest frame of pcm.
+func loudestFrame(pcm []int16) float64 {
+	var loudest float64
+	for i := 0; i < len(pcm); i += FrameSamples {
+		loudest = max(loudest, rms(pcm[i:min(i+FrameSamples, len(pcm))]))
+	}
+	return loudest
 }
