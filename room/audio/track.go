@@ -64,6 +64,8 @@ const (
 	voiceFrame = 20 * time.Millisecond
 	// opusClock is Opus's RTP clock, whatever rate it encodes.
 	opusClock = 48000
+	// frameTicks is a frame's length on that clock.
+	frameTicks = opusClock * uint32(voiceFrame/time.Millisecond) / 1000
 	// trailingSilence is how many silent frames follow speech before the
 	// track goes quiet, and dtxInterval how often it then sends one.
 	trailingSilence = 5
@@ -271,15 +273,14 @@ func (t *Track) next(f []int16) (send, sound bool) {
 
 // send sends one encoded frame as one RTP packet.
 func (t *Track) send(frame []byte, sound bool) error {
-	const ticks = opusClock * uint32(voiceFrame/time.Millisecond) / 1000
 	// The first packet of sound after silence starts a talkspurt
 	// (RFC 3551 §4.1).
 	marker := sound && !t.talking
 	t.talking = sound
-	t.timestamp += uint32(t.skipped) * ticks
+	t.timestamp += uint32(t.skipped) * frameTicks
 	t.skipped = 0
 	err := t.WriteRTP(&rtp.Packet{Header: rtp.Header{Version: 2, Marker: marker, SequenceNumber: t.seq, Timestamp: t.timestamp}, Payload: frame})
 	t.seq++
-	t.timestamp += ticks
+	t.timestamp += frameTicks
 	return err
 }

@@ -65,7 +65,6 @@ func TestTrackCatchesUpOnLateFrames(t *testing.T) {
 	start := time.Unix(1000, 0)
 	tr.due = start
 	stamp := tr.timestamp
-	const ticks = opusClock * uint32(voiceFrame/time.Millisecond) / 1000
 
 	tr.sendDue(start.Add(70*time.Millisecond), f, buf) // 70 ms late
 	if len(taps) != 4 {
@@ -76,8 +75,8 @@ func TestTrackCatchesUpOnLateFrames(t *testing.T) {
 			t.Errorf("frame %d was tapped as sent at +%v, not when due, +%v", i, tp.at.Sub(start), want.Sub(start))
 		}
 	}
-	if got := tr.timestamp - stamp; got != 4*ticks {
-		t.Errorf("the RTP timestamp moved %d ticks over 4 frames, not %d", got, 4*ticks)
+	if got := tr.timestamp - stamp; got != 4*frameTicks {
+		t.Errorf("the RTP timestamp moved %d ticks over 4 frames, not %d", got, 4*frameTicks)
 	}
 
 	// A second's stall: the frames due in it are skipped, not sent in a
@@ -90,7 +89,7 @@ func TestTrackCatchesUpOnLateFrames(t *testing.T) {
 	if at := taps[4].at; at.After(stalled) || stalled.Sub(at) >= voiceFrame {
 		t.Errorf("the frame after the stall was tapped at +%v, not within a frame of the stall's end, +%v", at.Sub(start), stalled.Sub(start))
 	}
-	if got, want := tr.timestamp-stamp, uint32(taps[4].at.Sub(start)/voiceFrame+1)*ticks; got != want {
+	if got, want := tr.timestamp-stamp, uint32(taps[4].at.Sub(start)/voiceFrame+1)*frameTicks; got != want {
 		t.Errorf("after the stall the RTP timestamp moved %d ticks, not %d: the gap is not jumped over", got, want)
 	}
 }
