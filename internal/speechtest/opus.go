@@ -3,6 +3,7 @@ package speechtest
 import (
 	"fmt"
 	"slices"
+	"testing"
 
 	"gopkg.in/hraban/opus.v2"
 )
@@ -68,4 +69,35 @@ func (e *Encoder) Encode(frame []int16) ([]byte, error) {
 	}
 	e.inDTX = quiet
 	return e.buf[:size], nil
+}
+
+// Coded is pcm as a client's microphone sends it and a server hears it:
+// Opus-coded for voice, 20 ms at a time, and decoded.
+func Coded(t testing.TB, pcm []int16, sampleRate int) []int16 {
+	t.Helper()
+	enc, err := NewEncoder(sampleRate, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := opus.NewDecoder(sampleRate, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := sampleRate / 50
+	out := make([]int16, 0, len(pcm))
+	frame := make([]int16, n)
+	for i := 0; i < len(pcm); i += n {
+		clear(frame)
+		copy(frame, pcm[i:min(i+n, len(pcm))])
+		p, err := enc.Encode(frame)
+		got := 0
+		if err == nil {
+			got, err = dec.Decode(p, frame)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, frame[:got]...)
+	}
+	return out
 }

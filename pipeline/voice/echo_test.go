@@ -193,13 +193,16 @@ func containsQuestion(texts []string) bool {
 // the same pitch and timbre) and as loud as the agent, at 21 points of
 // the answer from 3 to 8 s, its echo's path found: the onset is kept, and
 // the endpointer confirms the speech (which pauses the agent) no more
-// than 80 ms later than with no echo at all. 80 ms is the worst point,
-// 6 s in at 100 ms, -3 dB; while the test speech was dithered at random
-// a point came that late in about one run in seven, every other within
-// 60 ms. Without the looser margin after a frame of clear double talk, a
-// vowel after the user's "st" was taken out as echo at 100 and 300 ms,
-// -3 dB, and the barge-in waited for the next syllable, 830 ms after the
-// onset.
+// than 100 ms later than with no echo at all, and 180 ms after the onset
+// on average over the points. 100 ms is the worst point, 4 s in at
+// 100 ms, -3 dB: 250 ms after the onset, where the vowel's first periods
+// under the echo's remains do not reach the pitch; it was 250 ms too
+// before the pitch was measured on the window's newest 12.5 ms, when
+// with no echo that "Stop," took 210 to 220 ms, not 150 to 160, and the
+// average over the echo was 211 ms, not 165. Without the looser margin
+// after a frame of clear double talk, a vowel after the user's "st" was
+// taken out as echo at 100 and 300 ms, -3 dB, and the barge-in waited
+// for the next syllable, 830 ms after the onset.
 func TestBargeInOverEcho(t *testing.T) {
 	agent := agentVoice(t)
 	user := speechtest.Trim(speechtest.Render(t, stopPhrase, 140, voice.InputRate))
@@ -218,20 +221,26 @@ func TestBargeInOverEcho(t *testing.T) {
 	for _, p := range echoPaths {
 		t.Run(echoName(p), func(t *testing.T) {
 			back := p.Of(t, agent, agentRate)
-			var worst, sum time.Duration
+			var worst, sum, total time.Duration
 			n := 0
 			for at := 3000 * time.Millisecond; at <= 8*time.Second; at += 250 * time.Millisecond {
 				onset := int(at * voice.InputRate / time.Second)
 				if _, ok := alone[onset]; !ok {
 					alone[onset] = confirm(make([]int16, len(noise)), onset)
 				}
-				late := confirm(back, onset) - alone[onset]
-				worst, sum, n = max(worst, late), sum+late, n+1
-				if late > 80*time.Millisecond {
-					t.Errorf("%v into the answer: confirmed %v after the onset, %v later than with no echo", at, late+alone[onset], late)
+				got := confirm(back, onset)
+				late := got - alone[onset]
+				worst, sum, total, n = max(worst, late), sum+late, total+got, n+1
+				if late > 100*time.Millisecond {
+					t.Errorf("%v into the answer: confirmed %v after the onset, %v later than with no echo", at, got, late)
 				}
 			}
-			t.Logf("confirmed as speech on average %v, at worst %v later than with no echo", (sum / time.Duration(n)).Round(time.Millisecond), worst)
+			mean := total / time.Duration(n)
+			t.Logf("confirmed as speech %v after the onset on average, %v later than with no echo, at worst %v later",
+				mean.Round(time.Millisecond), (sum / time.Duration(n)).Round(time.Millisecond), worst)
+			if mean > 180*time.Millisecond {
+				t.Errorf("confirmed as speech %v after the onset on average", mean)
+			}
 		})
 	}
 }

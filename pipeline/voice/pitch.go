@@ -20,18 +20,23 @@ const (
 	// minLag and maxLag are the periods of a 400 Hz and a 60 Hz voice.
 	minLag = pitchRate / 400
 	maxLag = pitchRate / 60
-	// pitchWindow is two frames, the current one and the one before, so
-	// that a segment as long as the longest period is compared with the
-	// one a period later.
-	pitchWindow  = 2 * FrameSamples / 2
-	pitchSegment = pitchWindow - maxLag - 1
+	// pitchWindow is two frames, the current one and the one before:
+	// room for a segment and the one the longest period before it.
+	pitchWindow = 2 * FrameSamples / 2
+	// pitchSegment is the window's last 12.5 ms, the newest sound,
+	// compared with the 12.5 ms a period before it. A vowel's pitch
+	// glides, by 15% in 20 ms at the stressed "Stop," of a sentence:
+	// over a longer segment its period no longer lines up with itself,
+	// and that "Stop," waited 60 ms longer for its pitch. Shorter, the
+	// ring of a knock begins to look periodic (TestPeriodicity).
+	pitchSegment = 100
 )
 
 // minPeriodicity is how alike a segment and the one a pitch period
-// later must be for a frame to have pitch. Measured on 16 kHz audio
-// (TestPeriodicity): espeak-ng's vowels, in a low and a high voice, and
-// a hummed "mm-hm" reach 0.8 to 1; white and pink noise, a cough-like
-// burst, clicks and knocks stay under 0.47, the boom of brown noise
+// before must be for a frame to have pitch. Measured on 16 kHz audio
+// (TestPeriodicity): espeak-ng's words, in a low and a high voice, and
+// a hummed "mm-hm" reach 0.88 to 1; white and pink noise, a cough-like
+// burst and clicks stay under 0.42, knocks and the boom of brown noise
 // under 0.55.
 const minPeriodicity = 0.6
 
@@ -39,15 +44,15 @@ const minPeriodicity = 0.6
 // a period: more than the ring of a knock, less than any vowel. Each
 // must reach minFramePeriodicity and the two minPeriodicity on average:
 // the short vowel of a "stop" said over the agent's echo, whose remains
-// blur its period a little, measures 0.74 then 0.59 and would otherwise
-// wait for the next vowel, half a second later (TestBargeInOverEcho),
-// while two windows of the loudest noise, brown noise at 0.55, stay
-// under the average. One window of strongPeriodicity is enough where
+// blur its period a little, may measure 0.74 then 0.59 and would
+// otherwise wait for the next vowel, half a second later
+// (TestBargeInOverEcho), while two windows of the most periodic noise,
+// at 0.55, stay under the average. One window of strongPeriodicity is enough where
 // its level is steady: the first 40 ms of a vowel often reach it, where
 // the next window, a little into its glide, does not (a "stop" said at
 // 175 words a minute waited for its next word). No noise of
-// TestPeriodicity's comes near it but the ring of a knock, 0.86 on its
-// way down from the knock, which the steady level leaves out.
+// TestPeriodicity's comes near it but the ring of a knock on its way
+// down from the knock, which the steady level leaves out.
 const (
 	minFramePeriodicity = 0.5
 	strongPeriodicity   = 0.8
@@ -114,12 +119,14 @@ func midPeriodicity(before, prev, cur []int16) float64 {
 	return periodicity(w[:FrameSamples], w[FrameSamples:])
 }
 
-// periodicity is how strongly the sound of prev and cur, two frames in
-// a row, repeats at a voice's pitch period: the highest peak of its
-// normalised autocorrelation at lags of 2.5 to 16.7 ms, from 0 (noise)
-// to 1 (a steady vowel). Only a peak counts, a lag more alike than its
-// neighbours: the slow sway of a rumble or of pink noise makes every
-// short lag alike, and has no peak.
+// periodicity is how strongly the sound at the end of prev and cur, two
+// frames in a row, repeats at a voice's pitch period: the highest peak
+// of the normalised correlation of its last pitchSegment with the one a
+// lag before, at lags of 2.5 to 16.7 ms, from 0 (noise) to 1 (a steady
+// vowel). Only a peak counts, a lag more alike than its neighbours: the
+// slow sway of a rumble or of pink noise makes every short lag alike,
+// and has no peak. The newest sound is the one compared: at an onset it
+// is the vowel, where the window's start still holds the consonant.
 func periodicity(prev, cur []int16) float64 {
 	var x [pitchWindow]float64
 	decimate(x[:], prev, cur)
@@ -134,17 +141,19 @@ func periodicity(prev, cur []int16) float64 {
 		x[i] -= mean
 	}
 	filter(x[:])
+	const end = pitchWindow - pitchSegment
+	seg := x[end:]
 	var r [maxLag + 2]float64
-	e0 := energy(x[:pitchSegment])
-	el := energy(x[minLag-1 : minLag-1+pitchSegment])
+	e0 := energy(seg)
+	el := energy(x[end-(minLag-1) : pitchWindow-(minLag-1)])
 	for lag := minLag - 1; lag <= maxLag+1; lag++ {
-		dot := dotProduct(x[:pitchSegment], x[lag:lag+pitchSegment])
+		dot := dotProduct(seg, x[end-lag:pitchWindow-lag])
 		if e0 > 0 && el > 0 {
 			r[lag] = dot / math.Sqrt(e0*el)
 		}
 		if lag <= maxLag {
-			// The segment a lag later slides by one sample.
-			el += x[lag+pitchSegment]*x[lag+pitchSegment] - x[lag]*x[lag]
+			// The segment a lag before slides back by one sample.
+			el += x[end-lag-1]*x[end-lag-1] - x[pitchWindow-lag-1]*x[pitchWindow-lag-1]
 		}
 	}
 	best := 0.0
