@@ -126,6 +126,7 @@ type Endpointer struct {
 	// were voice, this one in bit 0, and levels their RMS, this one's
 	// first.
 	confirmed    bool
+	echoed       bool
 	pitch        pitchTrack
 	prev, before []int16
 	recent       uint8
@@ -189,6 +190,11 @@ func (e *Endpointer) Trailing() time.Duration {
 	}
 	return time.Duration(e.silent) * FrameDuration
 }
+
+// SetEchoed says whether the frames pushed from now on may carry what is
+// left of the agent's echo: their pitch is then measured more strictly
+// (pitch.go).
+func (e *Endpointer) SetEchoed(echoed bool) { e.echoed = echoed }
 
 // SetText gives the endpointer the words recognised so far in the
 // current utterance, so that it waits longer when they look unfinished.

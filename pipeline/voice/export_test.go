@@ -40,6 +40,6 @@ const PlayAhead = playAhead
 
 // Periodicity is how strongly two frames in a row repeat at a voice's
 // pitch period; a frame has pitch from MinPeriodicity on.
-func Periodicity(prev, cur []int16) float64 { return periodicity(prev, cur) }
+func Periodicity(prev, cur []int16) float64 { return periodicity(prev, cur, false) }
 
 const MinPeriodicity = minPeriodicity

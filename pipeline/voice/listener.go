@@ -136,6 +136,7 @@ func (l *listener) onAudio(c chunk) bool {
 		l.s.cfg.Observer.EchoRejected()
 	}
 	at := c.at.Add(-l.suppressor.Delay()) // when the audio now at hand came
+	l.e.SetEchoed(l.suppressor.Echoing())
 	for _, fr := range l.f.Write(c.pcm) {
 		evs, err := l.e.Push(fr)
 		if err != nil {

@@ -30,6 +30,15 @@ const (
 	// and that "Stop," waited 60 ms longer for its pitch. Shorter, the
 	// ring of a knock begins to look periodic (TestPeriodicity).
 	pitchSegment = 100
+	// echoSegment is the window's first 23 ms, compared with the 23 ms
+	// a period later: the stricter measure, for a microphone that may
+	// carry what is left of the agent's echo. Fragments of the agent's
+	// own voice that get through are voice too: with the short segment
+	// over the echo as well, the bench's speakerphones paused the agent
+	// for them and resumed it as often or more (a median of 7 a run,
+	// once 31, against 6; docs/voice.md), and the question over the
+	// echo was silenced no sooner over LiveKit.
+	echoSegment = pitchWindow - maxLag - 1
 )
 
 // minPeriodicity is how alike a segment and the one a pitch period
@@ -81,10 +90,10 @@ func (e *Endpointer) confirm(frame []int16, speech int) bool {
 	}
 	var now pitchTrack
 	if e.recent&0b11 == 0b11 {
-		now.end = periodicity(e.prev, frame)
+		now.end = periodicity(e.prev, frame, e.echoed)
 	}
 	if e.recent&0b111 == 0b111 {
-		now.mid = midPeriodicity(e.before, e.prev, frame)
+		now.mid = midPeriodicity(e.before, e.prev, frame, e.echoed)
 	}
 	strong := now.end >= strongPeriodicity && e.steady(2) || now.mid >= strongPeriodicity && e.steady(3)
 	pitched := strong || pitchedPair(e.pitch.end, now.end) || pitchedPair(e.pitch.mid, now.mid)
@@ -110,24 +119,25 @@ func pitchedPair(a, b float64) bool {
 // midPeriodicity is the periodicity of the window that ends halfway
 // through cur: the second half of before, prev, and the first half of
 // cur.
-func midPeriodicity(before, prev, cur []int16) float64 {
+func midPeriodicity(before, prev, cur []int16, echoed bool) float64 {
 	const half = FrameSamples / 2
 	var w [2 * FrameSamples]int16
 	copy(w[:half], before[half:])
 	copy(w[half:half+FrameSamples], prev)
 	copy(w[half+FrameSamples:], cur[:half])
-	return periodicity(w[:FrameSamples], w[FrameSamples:])
+	return periodicity(w[:FrameSamples], w[FrameSamples:], echoed)
 }
 
-// periodicity is how strongly the sound at the end of prev and cur, two
-// frames in a row, repeats at a voice's pitch period: the highest peak
-// of the normalised correlation of its last pitchSegment with the one a
-// lag before, at lags of 2.5 to 16.7 ms, from 0 (noise) to 1 (a steady
-// vowel). Only a peak counts, a lag more alike than its neighbours: the
-// slow sway of a rumble or of pink noise makes every short lag alike,
-// and has no peak. The newest sound is the one compared: at an onset it
-// is the vowel, where the window's start still holds the consonant.
-func periodicity(prev, cur []int16) float64 {
+// periodicity is how strongly the sound of prev and cur, two frames in a
+// row, repeats at a voice's pitch period: the highest peak of the
+// normalised correlation of its last pitchSegment with the one a lag
+// before (echoed: of its first echoSegment with the one a lag later),
+// at lags of 2.5 to 16.7 ms, from 0 (noise) to 1 (a steady vowel). Only
+// a peak counts, a lag more alike than its neighbours: the slow sway of
+// a rumble or of pink noise makes every short lag alike, and has no
+// peak. The newest sound is the one compared: at an onset it is the
+// vowel, where the window's start still holds the consonant.
+func periodicity(prev, cur []int16, echoed bool) float64 {
 	var x [pitchWindow]float64
 	decimate(x[:], prev, cur)
 	// The mean goes first, so that the filter, starting from rest, does
@@ -141,19 +151,29 @@ func periodicity(prev, cur []int16) float64 {
 		x[i] -= mean
 	}
 	filter(x[:])
-	const end = pitchWindow - pitchSegment
-	seg := x[end:]
+	// seg is the segment compared, at fixed; the other starts step·lag
+	// from it.
+	n, fixed, step := pitchSegment, pitchWindow-pitchSegment, -1
+	if echoed {
+		n, fixed, step = echoSegment, 0, 1
+	}
+	seg := x[fixed : fixed+n]
 	var r [maxLag + 2]float64
 	e0 := energy(seg)
-	el := energy(x[end-(minLag-1) : pitchWindow-(minLag-1)])
+	at := fixed + step*(minLag-1)
+	el := energy(x[at : at+n])
 	for lag := minLag - 1; lag <= maxLag+1; lag++ {
-		dot := dotProduct(seg, x[end-lag:pitchWindow-lag])
 		if e0 > 0 && el > 0 {
-			r[lag] = dot / math.Sqrt(e0*el)
+			r[lag] = dotProduct(seg, x[at:at+n]) / math.Sqrt(e0*el)
 		}
 		if lag <= maxLag {
-			// The segment a lag before slides back by one sample.
-			el += x[end-lag-1]*x[end-lag-1] - x[pitchWindow-lag-1]*x[pitchWindow-lag-1]
+			// The other segment slides by one sample.
+			out, in := at, at+n
+			if step < 0 {
+				out, in = at+n-1, at-1
+			}
+			el += x[in]*x[in] - x[out]*x[out]
+			at += step
 		}
 	}
 	best := 0.0

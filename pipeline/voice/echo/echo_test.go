@@ -232,3 +232,40 @@ func TestEchoLeavesNoDigitalSilence(t *testing.T) {
 		t.Errorf("%d of %d hops of echo came out as digital silence", zeros, echoed)
 	}
 }
+
+// Echoing says whether what comes out may still hold the agent's echo:
+// through an answer whose echo the microphone carries, and not once the
+// agent has been silent for two seconds, nor over a microphone found to carry
+// none (a headset, whose user the stage then confirms by the quicker
+// pitch measure).
+func TestEchoingOnlyWhereAnEchoMayBe(t *testing.T) {
+	agent := speechtest.Render(t, answer, 140, trackRate)
+	answerEnd := len(agent) * Rate / trackRate
+	echo := speechtest.EchoPath{Delay: 100 * time.Millisecond, GainDB: -10}.Of(t, agent, trackRate)
+	for _, mic := range []struct {
+		name  string
+		pcm   []int16
+		echoy bool
+	}{
+		{"speakerphone", append(echo, make([]int16, 3*Rate)...), true},
+		{"headset", speechtest.Noise(answerEnd*1000/Rate+3000, Rate, 5), false},
+	} {
+		ref := &Reference{}
+		s := NewSuppressor(ref, Config{})
+		heard, during, after := 0, 0, 0
+		speechtest.Replay(agent, trackRate, mic.pcm, time.Unix(1000, 0), ref.Write, func(chunk []int16, at time.Time) {
+			s.Process(append([]int16(nil), chunk...), at)
+			heard += len(chunk)
+			switch {
+			case heard > 3*Rate && heard < answerEnd && s.Echoing():
+				during++
+			case heard > answerEnd+2*Rate && s.Echoing():
+				after++
+			}
+		})
+		t.Logf("%s: echoing in %d chunks from 3 s into the answer to its end, %d two seconds after it", mic.name, during, after)
+		if after > 0 || (during > 0) != mic.echoy {
+			t.Errorf("%s: echoing in %d chunks of the answer and %d after it", mic.name, during, after)
+		}
+	}
+}

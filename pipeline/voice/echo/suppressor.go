@@ -146,6 +146,11 @@ func (s *Suppressor) Delay() time.Duration {
 	return hopTime + samples(int64(s.late))
 }
 
+// Echoing reports whether the audio that last came out of Process may
+// hold what is left of the agent's echo: the agent talked lately, and the
+// microphone is not known to carry none.
+func (s *Suppressor) Echoing() bool { return s.active && s.mode != none }
+
 // Process removes the echo from pcm, the microphone's audio that came at
 // at, in place: what comes out is Delay late. It reports whether a
 // stretch of the microphone's sound, MinSound of it removed as echo, was
