@@ -124,7 +124,8 @@ type Endpointer struct {
 	// (pitch.go). prev and before are the two frames before this one,
 	// which its pitch is measured with; recent whether the last frames
 	// were voice, this one in bit 0, and levels their RMS, this one's
-	// first.
+	// first; echoed whether the frames may carry the agent's echo
+	// (SetEchoed), which makes the pitch's measure the stricter one.
 	confirmed    bool
 	echoed       bool
 	pitch        pitchTrack
