@@ -1,6 +1,9 @@
 package echo
 
-import "time"
+import (
+	"math/rand/v2"
+	"time"
+)
 
 // suppress decides what to do with the frame that ends with hop b, at t,
 // and does it: processed, the analyser's buffer holds the frame to
@@ -52,15 +55,19 @@ func (s *Suppressor) suppress(b []int16, t time.Time, quiet bool) (processed, re
 	case s.realign(w, k, over, &h):
 		share = unexplainedShare(&h.power, &h.judged, over)
 	}
-	g, echoOnly, removed := gains(&h.power, &h.bins, &h.echoBins, s.noise(), share)
+	g, echoOnly, kept := gains(&h.bins, &h.echoBins, s.noise(), share)
 	if share >= doubleTalk {
 		s.talked = s.taken
 	}
 	if s.mode == locked && echoOnly {
 		w.path.adapt(&h.power, &h.bound)
 	}
-	w.mic.synthesise(&g)
-	return true, removed
+	if echoOnly {
+		w.mic.comfort(kept, w.rng)
+	} else {
+		w.mic.synthesise(&g)
+	}
+	return true, kept <= 0.01*h.power.total()
 }
 
 // heardHop is a hop of the microphone as analysed, and the echo in it as
@@ -139,7 +146,7 @@ const comfortLevel = 4
 // hears the agent's voice come back costs none of it.
 func (s *Suppressor) work() *work {
 	if s.w == nil {
-		s.w = &work{mic: newAnalyser(Rate), refs: newRefCache(s.ref), est: newEstimator()}
+		s.w = &work{mic: newAnalyser(Rate), refs: newRefCache(s.ref), est: newEstimator(), rng: rand.New(rand.NewPCG(1, 2))}
 	}
 	return s.w
 }
