@@ -107,6 +107,7 @@ func voiceRound(ctx context.Context, o options, n int, bin, dir string, lk *lkse
 	lkCPU0, _ := procCPU(lk.PID())
 	selfCPU0, _ := procCPU(os.Getpid())
 	speechCPU0, _ := procTreeCPU(speech.cmd.Process.Pid)
+	micFrames.take()
 	fmt.Fprintf(os.Stderr, "bench: N=%d: %d joined; %d spoken turns each...\n", n, len(joined), o.turns)
 	profiled := make(chan error, 1)
 	if o.profile != "" {
@@ -154,6 +155,7 @@ func voiceRound(ctx context.Context, o options, n int, bin, dir string, lk *lkse
 	}
 	wg.Wait()
 	rep.wall = time.Since(start)
+	rep.micWakes, rep.micLate, rep.micMost = micFrames.take()
 	if err := <-profiled; err != nil {
 		fmt.Fprintln(os.Stderr, "bench: profile:", err)
 	}

@@ -177,6 +177,7 @@ func (m *mic) run(ctx context.Context) {
 	defer tick.Stop()
 	seq, ts := uint16(rand.Uint32()), rand.Uint32()
 	sent, rest := false, 0
+	due := time.Now().Add(frame)
 	for {
 		select {
 		case <-ctx.Done():
@@ -184,6 +185,8 @@ func (m *mic) run(ctx context.Context) {
 		case <-tick.C:
 		}
 		now := time.Now()
+		micFrames.note(now.Sub(due))
+		due = now.Add(frame)
 		s, i := m.between, rest%len(m.between.frames)
 		rest++
 		m.mu.Lock()
@@ -209,6 +212,42 @@ func (m *mic) run(ctx context.Context) {
 		sent = data != nil
 		ts += opusRate / 50
 	}
+}
+
+// micFrames is how late the users' microphones woke to send a frame:
+// a ticker drops the ticks a starved process misses, and each one missed
+// leaves the microphone's audio, and the echo in it, a frame behind the
+// bot's voice. The report says how often, so that figures under load
+// say whether they are the bot's or the bench's.
+var micFrames lateness
+
+// lateness counts wake-ups and how late they came after a frame was due.
+type lateness struct {
+	mu          sync.Mutex
+	wakes, late int
+	most        time.Duration
+}
+
+// lateBy is how late a wake-up may come and not count as late: a frame.
+const lateBy = frame
+
+func (l *lateness) note(d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.wakes++
+	if d > lateBy {
+		l.late++
+	}
+	l.most = max(l.most, d)
+}
+
+// take returns the counts so far and starts over.
+func (l *lateness) take() (wakes, late int, most time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	wakes, late, most = l.wakes, l.late, l.most
+	l.wakes, l.late, l.most = 0, 0, 0
+	return wakes, late, most
 }
 
 // packet is what the microphone sends at now: frame i of s as encoded

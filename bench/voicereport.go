@@ -30,7 +30,11 @@ type voiceReport struct {
 	idle float64
 	// rssPer is the bot's resident memory per voice conversation, bytes.
 	rssPer float64
-	stages stageHistograms
+	// The users' microphones over the turns: how often they woke to send,
+	// how often a frame or more late, and the latest.
+	micWakes, micLate int
+	micMost           time.Duration
+	stages            stageHistograms
 }
 
 // The bot's per-turn histograms: where a spoken answer spent its time,
@@ -187,6 +191,8 @@ func (r *voiceReport) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nvoice: %d users (%d failed to join; microphones: %s, echo %v), %d spoken turns over %v, %d failed, %d talked over, %d misheard\n",
 		r.users, len(r.joinFailures), r.mic, r.echo, len(r.turns), r.wall.Round(time.Second), failed, interrupted, misheard)
+	fmt.Fprintf(w, "  the users' microphones woke %d times to send, %d of them more than a frame late, the latest by %v\n",
+		r.micWakes, r.micLate, r.micMost.Round(time.Millisecond))
 	fmt.Fprintf(w, "  speech the recogniser returned no words for (the bot counted it and started no turn): %d\n", r.unrecognised())
 	fmt.Fprintf(w, "  talk over the bot as it counted it: %d interruptions, %d false interruptions (resumed), %d noise ignored, %d echo rejected\n",
 		r.talkOver("interruption"), r.talkOver("false_interruption"), r.talkOver("noise"), r.talkOver("echo"))
