@@ -230,30 +230,31 @@ func (m *micHistory) at(i int) *micHop {
 	return &m.hops[(m.next-m.n+i+learnHops)%learnHops]
 }
 
-// gains are the suppression gains of a hop, by bin: mBins are the
+// gains are the suppression gains of a hop, by bin: m and mBins are the
 // microphone's powers, echoBins the predicted echo's, noise the
 // microphone's noise power, and share the part of the hop's sound that
 // the echo leaves unexplained, judged by bands (unexplainedShare), where
 // the prediction is surest. What is taken out of a hop the echo does not
 // explain is taken bin by bin, where the user's voice and the agent's
-// part by their harmonics; kept is the power the gains leave of it. A
-// hop the echo explains (echoOnly) gets no gains: it is brought down to
-// the noise, and to its flat spectrum (comfort), for a recogniser takes
-// the echo's spectrum, however quiet, for the start of a word; kept is
-// then that noise's power, no more in any bin than the bin had.
-func gains(mBins, echoBins *spectrum, noise, share float64) (g spectrum, echoOnly bool, kept float64) {
-	if share < unexplained {
-		for _, v := range mBins {
-			kept += min(v, noise/bins)
+// part by their harmonics. echoOnly: the echo explains the hop's sound;
+// removed: what comes out is at least 20 dB under what went in.
+func gains(m *powers, mBins, echoBins *spectrum, noise, share float64) (g spectrum, echoOnly, removed bool) {
+	echoOnly = share < unexplained
+	var kept float64
+	total := m.total()
+	for i := range g {
+		switch {
+		case echoOnly:
+			// Down to the noise, and to its flat spectrum, bin by bin: a
+			// recogniser takes the echo's spectrum, however quiet, for the
+			// start of a word.
+			g[i] = min(1, math.Sqrt(noise/bins/max(mBins[i], 1e-9)))
+		case mBins[i] <= 0:
+			g[i] = 1
+		default:
+			g[i] = math.Sqrt(max(floorGain*floorGain, 1-overSubtract*echoBins[i]/mBins[i]))
 		}
-		return g, true, kept
+		kept += g[i] * g[i] * mBins[i]
 	}
-	for i, v := range mBins {
-		g[i] = 1
-		if v > 0 {
-			g[i] = math.Sqrt(max(floorGain*floorGain, 1-overSubtract*echoBins[i]/v))
-		}
-		kept += g[i] * g[i] * v
-	}
-	return g, false, kept
+	return g, echoOnly, kept <= 0.01*total
 }

@@ -2,7 +2,6 @@ package echo
 
 import (
 	"math"
-	"math/rand/v2"
 
 	"gonum.org/v1/gonum/dsp/fourier"
 )
@@ -132,18 +131,5 @@ func (a *analyser) synthesise(gain *spectrum) {
 	scale := 1 / float64(a.n)
 	for i, w := range a.window {
 		a.buf[i] *= w * scale
-	}
-}
-
-// comfort leaves in a.buf, windowed to be overlapped and added, white
-// noise of mean square power: what synthesise makes of a frame whose
-// every bin it brings down to the same level, with the inverse transform
-// spared. Flat magnitudes keep nothing of a sound but its phases, which
-// a level of noise needs no more than it needs the sound's. Frames of it
-// overlapped add up to power, for the window's squares add up to one.
-func (a *analyser) comfort(power float64, rng *rand.Rand) {
-	sd := math.Sqrt(power)
-	for i, w := range a.window {
-		a.buf[i] = w * sd * rng.NormFloat64()
 	}
 }

@@ -1,9 +1,6 @@
 package echo
 
-import (
-	"math/rand/v2"
-	"time"
-)
+import "time"
 
 // suppress decides what to do with the frame that ends with hop b, at t,
 // and does it: processed, the analyser's buffer holds the frame to
@@ -61,7 +58,7 @@ func (s *Suppressor) suppress(b []int16, t time.Time, quiet bool) (processed, re
 			share = unexplainedShare(&h.power, &h.judged, over)
 		}
 	}
-	g, echoOnly, kept := gains(&h.bins, &h.echoBins, s.noise(), share)
+	g, echoOnly, removed := gains(&h.power, &h.bins, &h.echoBins, s.noise(), share)
 	// A hop another delay explains proves nothing of the user: an echo
 	// that moved comes so. Taken for the user talking, its first syllable
 	// made the check of the other delays as strict as double talk's, and
@@ -72,12 +69,8 @@ func (s *Suppressor) suppress(b []int16, t time.Time, quiet bool) (processed, re
 	if s.mode == locked && echoOnly {
 		w.path.adapt(&h.power, &h.bound)
 	}
-	if echoOnly {
-		w.mic.comfort(kept, w.rng)
-	} else {
-		w.mic.synthesise(&g)
-	}
-	return true, kept <= 0.01*h.power.total()
+	w.mic.synthesise(&g)
+	return true, removed
 }
 
 // heardHop is a hop of the microphone as analysed, and the echo in it as
@@ -156,7 +149,7 @@ const comfortLevel = 4
 // hears the agent's voice come back costs none of it.
 func (s *Suppressor) work() *work {
 	if s.w == nil {
-		s.w = &work{mic: newAnalyser(Rate), refs: newRefCache(s.ref), est: newEstimator(), rng: rand.New(rand.NewPCG(1, 2))}
+		s.w = &work{mic: newAnalyser(Rate), refs: newRefCache(s.ref), est: newEstimator()}
 	}
 	return s.w
 }

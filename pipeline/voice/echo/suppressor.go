@@ -2,7 +2,6 @@ package echo
 
 import (
 	"math"
-	"math/rand/v2"
 	"time"
 )
 
@@ -112,8 +111,6 @@ type work struct {
 	path  path
 	mics  micHistory
 	drift drift
-	// rng draws the noise a hop of echo alone is brought down to.
-	rng *rand.Rand
 }
 
 // NewSuppressor makes a microphone's suppressor of the agent's voice ref.
