@@ -45,8 +45,14 @@ type drift struct {
 // the runs start over: 100 ms, the gap between two syllables.
 const driftGap = 10
 
-// explained takes a hop the locked delay explains.
-func (d *drift) explained() {
+// judged takes a hop as the locked delay judged it: explained, it keeps
+// the runs for up to driftGap such hops in a row; unexplained (realign
+// then tries the other delays), it starts that count over.
+func (d *drift) judged(explained bool) {
+	if !explained {
+		d.since = 0
+		return
+	}
 	if d.since++; d.since > driftGap {
 		*d = drift{}
 	}
@@ -61,7 +67,6 @@ func (d *drift) explained() {
 func (s *Suppressor) realign(w *work, k int64, over float64, h *heardHop) (moved, elsewhere bool) {
 	d := w.est.delay
 	longest := uint8(0)
-	w.drift.since = 0
 	for i := range w.drift.run {
 		off := i - driftEarlier
 		explains := false

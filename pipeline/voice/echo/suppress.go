@@ -51,8 +51,9 @@ func (s *Suppressor) suppress(b []int16, t time.Time, quiet bool) (processed, re
 	case s.mode != locked:
 		w.drift = drift{}
 	case share < unexplained:
-		w.drift.explained()
+		w.drift.judged(true)
 	default:
+		w.drift.judged(false)
 		var moved bool
 		if moved, elsewhere = s.realign(w, k, over, &h); moved {
 			share = unexplainedShare(&h.power, &h.judged, over)
