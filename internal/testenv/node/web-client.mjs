@@ -85,6 +85,20 @@ async function answered(page, n) {
   return lastAnswer(page);
 }
 
+// stopped waits for the n-th answer to show the server's word that it was
+// stopped: the answer closes with its final sentence, and the
+// acknowledgement of the stop follows it. On a timeout the answer is
+// returned as shown, for the test to say what it lacks.
+async function stopped(page, n) {
+  await answered(page, n);
+  await page.waitForFunction(
+    () => [...document.querySelectorAll('[data-testid=answer]')].at(-1).textContent.includes('Stopped.'),
+    null,
+    { timeout },
+  ).catch(() => {});
+  return lastAnswer(page);
+}
+
 const scenarios = {
   // A typed question: steps fill the open panel, then sentences, then the
   // panel closes. Screenshots of both layouts.
@@ -169,7 +183,7 @@ const scenarios = {
     await ask(page, input.long);
     await page.locator('[data-testid=step]').first().waitFor({ timeout });
     await page.getByRole('button', { name: 'Stop' }).click();
-    const stoppedThinking = await answered(page, 1);
+    const stoppedThinking = await stopped(page, 1);
 
     await ask(page, input.long);
     await page.waitForFunction(() => {
@@ -179,7 +193,7 @@ const scenarios = {
     // Escape stops too: the keyboard path.
     await page.getByLabel('Message').focus();
     await page.keyboard.press('Escape');
-    const stoppedAnswering = await answered(page, 2);
+    const stoppedAnswering = await stopped(page, 2);
     const stopShot = await screenshot(page, 'desktop-stopped');
 
     // A barrier: a new question answered in full means nothing more of
