@@ -289,9 +289,12 @@ type heardFrame struct {
 // keepHeard is how much of the bot's loud audio an ear remembers.
 const keepHeard = 90 * time.Second
 
-func (e *ear) WriteSample(p media.PCM16Sample) error {
+// write takes a frame of the bot's voice as decoded, and the RTP
+// timestamp of its packet.
+func (e *ear) write(p media.PCM16Sample, ts uint32) error {
+	now := time.Now()
 	if e.echo != nil {
-		_ = e.echo.WriteSample(p)
+		e.echo.write(p, now, ts)
 	}
 	var sum float64
 	for _, v := range p {
@@ -301,7 +304,6 @@ func (e *ear) WriteSample(p media.PCM16Sample) error {
 		return nil
 	}
 	cue := (goertzel(p, 392)+goertzel(p, 588))/(sum*float64(len(p))/2) > 0.6
-	now := time.Now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if len(e.heard) > 0 && now.Sub(e.heard[0].at) > keepHeard {
@@ -317,8 +319,6 @@ func (e *ear) WriteSample(p media.PCM16Sample) error {
 	}
 	return nil
 }
-
-func (e *ear) Close() error { return nil }
 
 // goertzel is the power of frequency f in p at the Opus rate.
 func goertzel(p []int16, f float64) float64 {

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/livekit/media-sdk"
 )
 
 // echoPath is how a user's phone on speaker, without an echo canceller,
@@ -82,6 +80,10 @@ type echoLine struct {
 	wall [2 * wallLag]float64
 	at   int
 	buf  []int16
+	// next is the RTP timestamp that follows the last frame written, once
+	// one was (stamped).
+	next    uint32
+	stamped bool
 }
 
 type echoChunk struct {
@@ -94,22 +96,24 @@ func newEchoLine(p echoPath) *echoLine {
 		buf: make([]int16, 0, frameSamples)}
 }
 
-// WriteSample takes what the ear received.
-func (l *echoLine) WriteSample(p media.PCM16Sample) error {
-	l.write(p, time.Now())
-	return nil
-}
-
-// write takes what arrived at.
-func (l *echoLine) write(p []int16, at time.Time) {
+// write takes what arrived at, a frame whose RTP timestamp is ts. A
+// frame stamped past the end of the last one follows a gap the bot left
+// in sending: while the speaker still plays what came before, the gap is
+// played as silence, as a phone's playout keeps it, and the sound's echo
+// keeps its delay. Squeezed out, it brought the echo of the next sound
+// up to 140 ms sooner than the bot's voice had sent it.
+func (l *echoLine) write(p []int16, at time.Time, ts uint32) {
 	c := echoChunk{at: at, pcm: append([]int16(nil), p...)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if gap := int(int32(ts - l.next)); l.stamped && gap > 0 && l.queued > 0 {
+		l.chunks = append(l.chunks, echoChunk{at: at, pcm: make([]int16, min(gap, l.most))})
+		l.queued += min(gap, l.most)
+	}
+	l.next, l.stamped = ts+uint32(len(p)), true
 	l.chunks = append(l.chunks, c)
 	l.queued += len(p)
 }
-
-func (l *echoLine) Close() error { return nil }
 
 // take is what the speaker plays in the microphone's frame at now.
 func (l *echoLine) take(now time.Time) []int16 {

@@ -91,10 +91,59 @@ func TestEchoLineCatchesUp(t *testing.T) {
 	}
 }
 
+// A gap the bot leaves in sending, shorter than the speaker's delay, is
+// played as silence: the echo of the sound after it comes as late as if
+// the bot had sent the silence (its RTP timestamps jump over it), not
+// squeezed up against the sound before.
+func TestEchoLineKeepsGaps(t *testing.T) {
+	path := echoPath{delay: 160 * time.Millisecond, gain: -10}
+	const n, gapAt = 40, 20
+	speech := speechtest.Noise(n*20, opusRate, 3)
+	for _, gap := range []int{1, 3, 6} {
+		sent := make([]int, n) // each frame's place on the RTP clock, in frames
+		arrivals := make([]time.Duration, n)
+		filled := slices.Clone(speech[:gapAt*frameSamples])
+		filled = append(filled, make([]int16, gap*frameSamples)...)
+		filled = append(filled, speech[gapAt*frameSamples:]...)
+		steady := make([]time.Duration, n+gap)
+		for i := range steady {
+			steady[i] = time.Duration(i) * frame
+		}
+		for i := range sent {
+			sent[i] = i
+			if i >= gapAt {
+				sent[i] += gap
+			}
+			arrivals[i] = time.Duration(sent[i]) * frame
+		}
+		// The ticks run on for as long after the last arrival in both.
+		if !slices.Equal(trimmed(echoAt(path, speech, sent, arrivals)), trimmed(echoOf(path, filled, steady))) {
+			t.Errorf("a gap of %d frames in sending did not come back as silence in the echo", gap)
+		}
+	}
+}
+
+// trimmed is a without its trailing silence.
+func trimmed(a []int16) []int16 {
+	for len(a) > 0 && a[len(a)-1] == 0 {
+		a = a[:len(a)-1]
+	}
+	return a
+}
+
 // echoOf is what a silent microphone hears when the ear receives the
 // frames of speech at arrivals (since the first), one tick at a time, 5
 // ms after the ear's frames would come at a steady pace.
 func echoOf(path echoPath, speech []int16, arrivals []time.Duration) []int16 {
+	sent := make([]int, len(arrivals))
+	for i := range sent {
+		sent[i] = i
+	}
+	return echoAt(path, speech, sent, arrivals)
+}
+
+// echoAt is echoOf for frames sent on the RTP clock at sent, in frames.
+func echoAt(path echoPath, speech []int16, sent []int, arrivals []time.Duration) []int16 {
 	l := newEchoLine(path)
 	t0 := time.Unix(1000, 0)
 	var heard []int16
@@ -103,7 +152,7 @@ func echoOf(path echoPath, speech []int16, arrivals []time.Duration) []int16 {
 	for tick := range len(arrivals) + int((path.delay+time.Second)/frame) {
 		now := time.Duration(tick)*frame + 5*time.Millisecond
 		for ; next < len(arrivals) && arrivals[next] <= now; next++ {
-			l.write(speech[next*frameSamples:(next+1)*frameSamples], t0.Add(arrivals[next]))
+			l.write(speech[next*frameSamples:(next+1)*frameSamples], t0.Add(arrivals[next]), uint32(sent[next]*frameSamples))
 		}
 		f := make([]int16, frameSamples)
 		l.mix(f, t0.Add(now))

@@ -13,9 +13,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/livekit/media-sdk"
+	"github.com/livekit/media-sdk/opus"
+	mrtp "github.com/livekit/media-sdk/rtp"
 	"github.com/livekit/protocol/livekit"
+	protologger "github.com/livekit/protocol/logger"
 	lksdk "github.com/livekit/server-sdk-go/v2"
-	lkmedia "github.com/livekit/server-sdk-go/v2/pkg/media"
+	"github.com/pion/rtp"
 	"github.com/pion/webrtc/v4"
 
 	"github.com/alicia-voice/alicia/internal/lkserver"
@@ -40,13 +44,13 @@ func joinVoice(ctx context.Context, api, secret, identity string, s *voiceSounds
 		return nil, err
 	}
 	e := &ear{echo: m.echo}
-	var tracks []*lkmedia.PCMRemoteTrack
+	var tracks []opus.Writer
 	var mu sync.Mutex
 	onTrack := func(track *webrtc.TrackRemote) {
 		if track.Kind() != webrtc.RTPCodecTypeAudio {
 			return
 		}
-		r, err := lkmedia.NewPCMRemoteTrack(track, e, lkmedia.WithTargetSampleRate(opusRate))
+		r, err := hear(track, e)
 		if err != nil {
 			return
 		}
@@ -95,6 +99,42 @@ func joinVoice(ctx context.Context, api, secret, identity string, s *voiceSounds
 	m.track = track
 	return &voiceUser{user: u, mic: m, ear: e}, nil
 }
+
+// hear plays the bot's track into e as a phone does: LiveKit's jitter
+// buffer and depacketiser, then libopus at 48 kHz, each frame with its
+// RTP timestamp, by which a phone's playout keeps the gaps the bot leaves
+// in sending. Close the returned decoder to stop.
+func hear(track *webrtc.TrackRemote, e *ear) (opus.Writer, error) {
+	f := &stampedFrames{e: e}
+	dec, err := opus.Decode(f, 1, protologger.GetLogger())
+	if err != nil {
+		return nil, err
+	}
+	f.next = mrtp.NewMediaStreamIn[opus.Sample](dec)
+	// Ends when the track does (its reads fail once the user leaves).
+	go func() { _ = mrtp.HandleLoop(track, mrtp.HandleJitter(mrtp.NewNopCloser(f))) }()
+	return dec, nil
+}
+
+// stampedFrames hands the ear each decoded frame with the RTP timestamp
+// of its packet: the decoder writes it back synchronously, on the
+// track's loop.
+type stampedFrames struct {
+	e    *ear
+	next mrtp.Handler
+	ts   uint32
+}
+
+func (f *stampedFrames) String() string  { return "stamped frames" }
+func (f *stampedFrames) SampleRate() int { return opusRate }
+func (f *stampedFrames) Close() error    { return nil }
+
+func (f *stampedFrames) HandleRTP(h *rtp.Header, payload []byte) error {
+	f.ts = h.Timestamp
+	return f.next.HandleRTP(h, payload)
+}
+
+func (f *stampedFrames) WriteSample(p media.PCM16Sample) error { return f.e.write(p, f.ts) }
 
 // voiceTurn is what a user heard of one spoken question.
 type voiceTurn struct {
