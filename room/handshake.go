@@ -80,6 +80,55 @@ func (s *Session) join(identity string) bool {
 	}
 }
 
+// recheck looks again, once LiveKit's batched participant updates have
+// come, at a user whose arrival found it in sync, and announces it once
+// more if its connection changed meanwhile, with no handshake on the new
+// one: then it is greeted. After its own reconnection the bot's SDK may
+// list a user under the connection it had before, which the arrival then
+// takes for the one in sync, and change it to the new one later without
+// an event (a client that came back after a LiveKit restart waited for
+// its greeting in vain). It runs on the inbox, after join.
+func (s *Session) recheck(arrival rawPacket) {
+	synced := make(chan string, 1)
+	s.post(func() { synced <- s.members[arrival.from] })
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		var was string
+		select {
+		case <-s.ctx.Done():
+			return
+		case was = <-synced:
+		}
+		t := time.NewTimer(batchedUpdates)
+		defer t.Stop()
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		moved := make(chan bool, 1)
+		s.post(func() {
+			// Out of sync ("") once a send found the connection changed;
+			// another connection id once a handshake came on it.
+			m, c := s.members[arrival.from], s.out.connection(arrival.from)
+			moved <- c != "" && c != was && (m == was || m == "")
+		})
+		select {
+		case <-s.ctx.Done():
+		case m := <-moved:
+			if m {
+				s.enqueue(arrival)
+			}
+		}
+	}()
+}
+
+// batchedUpdates is how long LiveKit may take to tell the room of a
+// participant that publishes no track (its batched updates come every 3
+// s), with a second to spare.
+var batchedUpdates = 4 * time.Second
+
 // leave marks a user gone: out of sync, since the next connection under
 // its identity may announce itself with no join event (a quick rejoin
 // replaces the old connection). It runs on the run goroutine.

@@ -112,6 +112,7 @@ func (s *Session) handleEvent(p rawPacket) bool {
 		if s.join(p.from) {
 			// It handshook before the bot heard of it: its Configuration
 			// is newer than its token's attributes, and it was answered.
+			s.recheck(p)
 			return true
 		}
 		s.applyAttributes(p.from, p.attrs, false)

@@ -35,6 +35,8 @@ type recorder struct {
 	// overChannel is the index in sent of the first greeting sent once
 	// again was closed (over the bot's channel), or -1.
 	overChannel int
+	// conns names connections other than "PA_" + identity.
+	conns map[string]string
 }
 
 func (r *recorder) publish(p []byte, to []string) error {
@@ -66,7 +68,25 @@ func (r *recorder) greet(p []byte, to []string) (<-chan struct{}, error) {
 	}
 	return nil, r.publish(p, to)
 }
-func (r *recorder) connection(identity string) string { return "PA_" + identity }
+func (r *recorder) connection(identity string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.conns[identity]; ok {
+		return c
+	}
+	return "PA_" + identity
+}
+
+// reconnect moves identity to another connection, with no event, as the
+// SDK does when LiveKit's update names a user's new connection.
+func (r *recorder) reconnect(identity, conn string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.conns == nil {
+		r.conns = map[string]string{}
+	}
+	r.conns[identity] = conn
+}
 func (r *recorder) attributes(context.Context, string) (map[string]string, error) {
 	return nil, nil
 }
@@ -190,6 +210,33 @@ func TestGreetingRepeatedUntilTheChannelOpens(t *testing.T) {
 			t.Fatalf("%d greetings after the one sent over the open channel; sent %s", m, describe(envs))
 		}
 	})
+}
+
+// A user announced as in sync on the connection it handshook on (the
+// SDK, back after a LiveKit restart, still names that one) whose
+// connection then changes with no event is greeted on the new one, once
+// LiveKit's batched updates have come: it waits for that greeting.
+func TestUserMovedSilentlyIsGreeted(t *testing.T) {
+	saved := batchedUpdates
+	t.Cleanup(func() { batchedUpdates = saved })
+	// Far longer than the barrier below takes.
+	batchedUpdates = time.Second
+	s, rec := testSession(t, storage.NewMemory(storage.ReasoningPlain), "conv_moved")
+	configure(t, s, "zoe", 1, 0)
+	waitFor(t, rec, func(envs []*wire.Envelope) bool { return count[*wire.Configuration](envs) == 1 })
+	s.arrived("zoe", nil)
+	// The arrival is handled (in sync: no greeting) before what zoe
+	// sends next is answered.
+	s.receive("zoe", []byte("not an envelope"))
+	waitFor(t, rec, func(envs []*wire.Envelope) bool { return count[*wire.ErrorMessage](envs) == 1 })
+	rec.reconnect("zoe", "PA_zoe_after_restart")
+	envs := waitFor(t, rec, func(envs []*wire.Envelope) bool { return count[*wire.Configuration](envs) == 2 })
+	rec.mu.Lock()
+	to := rec.sent[len(rec.sent)-1].to
+	rec.mu.Unlock()
+	if _, ok := envs[len(envs)-1].Body.(*wire.Configuration); !ok || len(to) != 1 || to[0] != "zoe" {
+		t.Fatalf("the last envelope is not a greeting to zoe: %s to %v", describe(envs), to)
+	}
 }
 
 // A resume further back than the in-memory log reaches, with no durable
