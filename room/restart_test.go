@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/storage"
@@ -45,9 +46,22 @@ func TestLiveKitRestartsLoseNothing(t *testing.T) {
 		c2.wait("a greeting after the restart", func(g []*wire.Envelope) bool { return count[*wire.Configuration](g) > 0 })
 		// LiveKit drops a dispatch that finds no worker registered.
 		testenv.Eventually(t, "the worker registered again", func() bool { return e.agent.worker.registrations.Load() > int64(k) })
+		// And a worker it registered a moment ago may not be found yet
+		// (1 in 35 restarts on a busy machine): dispatched again until the
+		// job comes.
 		before := jobs(t, e, "yielded") + jobs(t, e, "accepted")
-		e.agent.redispatch(conv)
-		testenv.Eventually(t, "the second bot's job", func() bool { return jobs(t, e, "yielded")+jobs(t, e, "accepted") > before })
+		for i := 1; ; i++ {
+			e.agent.redispatch(conv)
+			if testenv.Within(5*time.Second, func() bool { return jobs(t, e, "yielded")+jobs(t, e, "accepted") > before }) {
+				if i > 1 {
+					t.Logf("restart %d: the second bot's job came after %d dispatches", k, i)
+				}
+				break
+			}
+			if i == 5 {
+				t.Fatalf("restart %d: no job for the second bot after %d dispatches", k, i)
+			}
+		}
 		c2.stanza = int32(1000 * k)
 		c2.send(&wire.Configuration{ConversationID: conv, LastSequenceSeen: lastSeen})
 		all := c2.wait("the final sentence", func(g []*wire.Envelope) bool {
