@@ -56,50 +56,42 @@ func (s *Session) sync(identity string) {
 
 // join records a user who entered the room: out of sync until its
 // handshake, unless it handshook on this very connection before the bot
-// was told it had joined. It reports whether the user is in sync.
-func (s *Session) join(identity string) bool {
+// was told it had joined. It returns the connection the user is in sync
+// on, "" if none.
+func (s *Session) join(identity string) string {
 	s.log.Debug("member joined", "identity", identity)
 	s.ownerMu.Lock()
 	s.present[identity] = true
 	s.ownerMu.Unlock()
-	inSync := make(chan bool, 1)
+	inSync := make(chan string, 1)
 	s.post(func() {
 		if m := s.members[identity]; m == unannounced || (m != "" && m == s.out.connection(identity)) {
 			s.sync(identity)
-			inSync <- true
-			return
+		} else {
+			s.members[identity] = ""
 		}
-		s.members[identity] = ""
-		inSync <- false
+		inSync <- s.members[identity]
 	})
 	select {
-	case ok := <-inSync:
-		return ok
+	case conn := <-inSync:
+		return conn
 	case <-s.ctx.Done():
-		return false
+		return ""
 	}
 }
 
 // recheck looks again, once LiveKit's batched participant updates have
-// come, at a user whose arrival found it in sync, and announces it once
-// more if its connection changed meanwhile, with no handshake on the new
-// one: then it is greeted. After its own reconnection the bot's SDK may
-// list a user under the connection it had before, which the arrival then
-// takes for the one in sync, and change it to the new one later without
-// an event (a client that came back after a LiveKit restart waited for
-// its greeting in vain). It runs on the inbox, after join.
-func (s *Session) recheck(arrival rawPacket) {
-	synced := make(chan string, 1)
-	s.post(func() { synced <- s.members[arrival.from] })
+// come, at a user whose arrival found it in sync on connection synced,
+// and announces it once more if its connection changed meanwhile with no
+// handshake on the new one: then it is greeted. After its own
+// reconnection the bot's SDK may list a user under the connection it had
+// before, which the arrival then takes for the one in sync, and change
+// it to the new one later without an event (a client that came back
+// after a LiveKit restart waited for its greeting in vain).
+func (s *Session) recheck(arrival rawPacket, synced string) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		var was string
-		select {
-		case <-s.ctx.Done():
-			return
-		case was = <-synced:
-		}
 		t := time.NewTimer(batchedUpdates)
 		defer t.Stop()
 		select {
@@ -110,17 +102,23 @@ func (s *Session) recheck(arrival rawPacket) {
 		moved := make(chan bool, 1)
 		s.post(func() {
 			// Out of sync ("") once a send found the connection changed;
-			// another connection id once a handshake came on it.
+			// another connection once a handshake came on it.
 			m, c := s.members[arrival.from], s.out.connection(arrival.from)
-			moved <- c != "" && c != was && (m == was || m == "")
+			moved <- c != "" && c != synced && (m == synced || m == "")
 		})
 		select {
 		case <-s.ctx.Done():
+			return
 		case m := <-moved:
-			if m {
-				s.enqueue(arrival)
+			if !m {
+				return
 			}
 		}
+		// The new connection's attributes, not those the arrival had.
+		if attrs, err := s.out.attributes(s.ctx, arrival.from); err == nil {
+			arrival.attrs = attrs
+		}
+		s.enqueue(arrival)
 	}()
 }
 

@@ -109,10 +109,10 @@ func (s *Session) handleEvent(p rawPacket) bool {
 	case eventArrived:
 		delete(s.stateShown, p.from)
 		s.showStateAgain(p.from)
-		if s.join(p.from) {
+		if synced := s.join(p.from); synced != "" {
 			// It handshook before the bot heard of it: its Configuration
 			// is newer than its token's attributes, and it was answered.
-			s.recheck(p)
+			s.recheck(p, synced)
 			return true
 		}
 		s.applyAttributes(p.from, p.attrs, false)
