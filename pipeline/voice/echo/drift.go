@@ -6,20 +6,14 @@ package echo
 // estimator's correlations span a second, so it moved to the new delay a
 // second or so later; until then the echo's syllables were predicted
 // before they came, and what was left of them started speech that paused
-// the agent (TestEchoMovedMidAnswer). A hop the locked delay does not
+// the agent (TestEchoLaterMidAnswer). A hop the locked delay does not
 // explain is therefore tried at the delays around it: a delay that
-// explains driftConfirm such hops in a row (40 ms) is where the echo now
-// comes, and the path moves there, gains and all. The hops the locked
-// delay still explains do not break a run (driftGap): between syllables
-// the taps of the old delay cover the moved echo too, and a run broken
-// there was followed only on a syllable of four hops unexplained in a
-// row; 60 ms later from 6 s into the test's answer, the syllables before
-// it left 3 and 2 hops unexplained, whose leftovers together started
-// speech. A user's voice may sit under the agent's at some lag for a
-// hop or two: confirmed on two hops, a barge-in was heard 220 to 600 ms
-// late in 4 of 24 runs of TestBargeInOverEcho's settings; on four, a
-// point came 80 ms late in 2 of 14 runs, as often as without realigning
-// (2 of 15).
+// explains driftConfirm hops in a row (40 ms) is where the echo now
+// comes, and the path moves there, gains and all. A user's voice may
+// sit under the agent's at some lag for a hop or two: confirmed on two
+// hops, a barge-in was heard 220 to 600 ms late in 4 of 24 runs of
+// TestBargeInOverEcho's settings; on four, a point came 80 ms late in 2
+// of 14 runs, as often as without realigning (2 of 15).
 const (
 	driftEarlier = 6 // hops
 	driftLater   = 8
@@ -36,35 +30,13 @@ const (
 // wandering among offsets 1 to 8, and started speech a second on.
 type drift struct {
 	run [driftEarlier + driftLater + 1]uint8
-	// since counts the hops since the last one the locked delay left
-	// unexplained.
-	since int
-}
-
-// driftGap is how many hops the locked delay explains in a row before
-// the runs start over: 100 ms, the gap between two syllables.
-const driftGap = 10
-
-// judged takes a hop as the locked delay judged it: explained, it keeps
-// the runs for up to driftGap such hops in a row; unexplained (realign
-// then tries the other delays), it starts that count over.
-func (d *drift) judged(explained bool) {
-	if !explained {
-		d.since = 0
-		return
-	}
-	if d.since++; d.since > driftGap {
-		*d = drift{}
-	}
 }
 
 // realign judges a hop that the locked delay leaves unexplained against
 // the delays around it. Once some delay has explained driftConfirm hops
 // in a row, the path moves to the middle of the delays that did (a later
 // one of two), h is predicted there, and realign says it moved.
-// elsewhere: one of those delays explains the hop by the looser margin
-// of the echo alone, whatever over is.
-func (s *Suppressor) realign(w *work, k int64, over float64, h *heardHop) (moved, elsewhere bool) {
+func (s *Suppressor) realign(w *work, k int64, over float64, h *heardHop) bool {
 	d := w.est.delay
 	longest := uint8(0)
 	for i := range w.drift.run {
@@ -72,10 +44,7 @@ func (s *Suppressor) realign(w *work, k int64, over float64, h *heardHop) (moved
 		explains := false
 		if off != 0 && d+off >= 0 && d+off <= maxLag {
 			echo := w.path.bandsAt(w.refs, k, d+off)
-			if unexplainedShare(&h.power, &echo, echoOnlyOver) < unexplained {
-				elsewhere = true
-				explains = over == echoOnlyOver || unexplainedShare(&h.power, &echo, over) < unexplained
-			}
+			explains = unexplainedShare(&h.power, &echo, over) < unexplained
 		}
 		if !explains {
 			w.drift.run[i] = 0
@@ -85,7 +54,7 @@ func (s *Suppressor) realign(w *work, k int64, over float64, h *heardHop) (moved
 		longest = max(longest, w.drift.run[i])
 	}
 	if longest < driftConfirm {
-		return false, elsewhere
+		return false
 	}
 	first, last := -1, -1
 	for i, r := range w.drift.run {
@@ -100,12 +69,12 @@ func (s *Suppressor) realign(w *work, k int64, over float64, h *heardHop) (moved
 	if off == 0 {
 		// The delays that explain it lie on both sides of the locked
 		// one: the echo has not moved.
-		return false, elsewhere
+		return false
 	}
 	w.est.shift(off)
 	w.drift = drift{}
 	h.echo, h.bound, h.judged = w.path.predict(w.refs, k, d+off, &h.echoBins)
-	return true, elsewhere
+	return true
 }
 
 // bandsAt is the echo's power in each band at reference hop k through a

@@ -132,7 +132,7 @@ var loudBand = 32768 * 32768 * math.Pow(10, -7)
 // drift was still unconfirmed, and the echo, when it came, stood 6 dB
 // over its prediction in the low bands and started speech (a browser
 // whose playout a busy machine delayed, 0.7 s into an answer;
-// TestEchoMovedMidAnswer 1 s in).
+// TestEchoLaterMidAnswer 1 s in).
 func (p *path) adapt(m, bound *powers) {
 	for b := range p.gain {
 		if bound[b] < loudBand || m[b] <= 0 {

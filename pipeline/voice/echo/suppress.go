@@ -46,25 +46,14 @@ func (s *Suppressor) suppress(b []int16, t time.Time, quiet bool) (processed, re
 		over = echoOnlyTalking
 	}
 	share := unexplainedShare(&h.power, &h.judged, over)
-	elsewhere := false // another delay explains the hop, if loosely
 	switch {
-	case s.mode != locked:
+	case s.mode != locked || share < unexplained:
 		w.drift = drift{}
-	case share < unexplained:
-		w.drift.judged(true)
-	default:
-		w.drift.judged(false)
-		var moved bool
-		if moved, elsewhere = s.realign(w, k, over, &h); moved {
-			share = unexplainedShare(&h.power, &h.judged, over)
-		}
+	case s.realign(w, k, over, &h):
+		share = unexplainedShare(&h.power, &h.judged, over)
 	}
 	g, echoOnly, removed := gains(&h.power, &h.bins, &h.echoBins, s.noise(), share)
-	// A hop another delay explains proves nothing of the user: an echo
-	// that moved comes so. Taken for the user talking, its first syllable
-	// made the check of the other delays as strict as double talk's, and
-	// the move was followed too late (TestEchoMovedMidAnswer).
-	if share >= doubleTalk && !elsewhere {
+	if share >= doubleTalk {
 		s.talked = s.taken
 	}
 	if s.mode == locked && echoOnly {
