@@ -106,9 +106,9 @@ func (l *echoLine) write(p []int16, at time.Time, ts uint32) {
 	c := echoChunk{at: at, pcm: append([]int16(nil), p...)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if gap := int(int32(ts - l.next)); l.stamped && gap > 0 && l.queued > 0 {
-		l.chunks = append(l.chunks, echoChunk{at: at, pcm: make([]int16, min(gap, l.most))})
-		l.queued += min(gap, l.most)
+	if gap := min(int(int32(ts-l.next)), l.most); l.stamped && gap > 0 && l.queued > 0 {
+		l.chunks = append(l.chunks, echoChunk{at: at, pcm: make([]int16, gap)})
+		l.queued += gap
 	}
 	l.next, l.stamped = ts+uint32(len(p)), true
 	l.chunks = append(l.chunks, c)
