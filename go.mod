@@ -37,8 +37,6 @@ require (
 	google.golang.org/protobuf v1.36.11
 )
 
-require gonum.org/v1/gonum v0.17.0
-
 require (
 	buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go v1.36.11-20260415201107-50325440f8f2.1 // indirect
 	buf.build/go/protovalidate v1.2.0 // indirect

@@ -112,7 +112,7 @@ func (r *Reference) state() refState {
 // read fills dst with the samples from position from on, as floats; a
 // sample not sent, or no longer kept, is silence. It returns the sum of
 // their squares; false if the reference started over since gen.
-func (r *Reference) read(dst []float64, from int64, gen int) (energy float64, ok bool) {
+func (r *Reference) read(dst []float32, from int64, gen int) (energy float64, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if gen != r.gen {
@@ -125,9 +125,9 @@ func (r *Reference) read(dst []float64, from int64, gen int) (energy float64, ok
 			dst[i] = 0
 			continue
 		}
-		v := float64(r.ring[p%size])
-		dst[i] = v
-		energy += v * v
+		v := r.ring[p%size]
+		dst[i] = float32(v)
+		energy += float64(v) * float64(v)
 	}
 	return energy, true
 }

@@ -1,10 +1,6 @@
 package echo
 
-import (
-	"math"
-
-	"gonum.org/v1/gonum/dsp/fourier"
-)
+import "math"
 
 // The spectra are short-time: a window of 20 ms every 10 ms, at any
 // rate, so that a bin is 50 Hz wide at the microphone's 16 kHz and at
@@ -82,10 +78,10 @@ func powerDB(p float64) float64 { return 10 * math.Log10(p/(32768*32768)+1e-20) 
 // frame left as it is comes out as it went in.
 type analyser struct {
 	n      int
-	fft    *fourier.FFT
-	window []float64
-	buf    []float64
-	coef   []complex128
+	fft    *realFFT
+	window []float32
+	buf    []float32
+	coef   []complex64
 	// norm makes a band's bin energies its mean square (4/n²: the window's
 	// mean square is a half, and a real signal's power lies half in the
 	// bins not kept).
@@ -94,10 +90,10 @@ type analyser struct {
 
 func newAnalyser(rate int) *analyser {
 	n := rate * 2 * hopDuration / 1000
-	a := &analyser{n: n, fft: fourier.NewFFT(n), window: make([]float64, n), buf: make([]float64, n),
-		coef: make([]complex128, n/2+1), norm: 4 / float64(n*n)}
+	a := &analyser{n: n, fft: newRealFFT(n), window: make([]float32, n), buf: make([]float32, n),
+		coef: make([]complex64, n/2+1), norm: 4 / float64(n*n)}
 	for i := range a.window {
-		a.window[i] = math.Sin(math.Pi * float64(i) / float64(n))
+		a.window[i] = float32(math.Sin(math.Pi * float64(i) / float64(n)))
 	}
 	return a
 }
@@ -109,11 +105,11 @@ func (a *analyser) analyse(sp *spectrum, p *powers) {
 	for i, w := range a.window {
 		a.buf[i] *= w
 	}
-	a.fft.Coefficients(a.coef, a.buf)
+	a.fft.forward(a.coef, a.buf)
 	*p = powers{}
 	for i := range min(bins, len(a.coef)) {
-		c := a.coef[i]
-		sp[i] = (real(c)*real(c) + imag(c)*imag(c)) * a.norm
+		re, im := float64(real(a.coef[i])), float64(imag(a.coef[i]))
+		sp[i] = (re*re + im*im) * a.norm
 		p[bandOf[i]] += sp[i]
 	}
 	for i := len(a.coef); i < bins; i++ {
@@ -125,10 +121,10 @@ func (a *analyser) analyse(sp *spectrum, p *powers) {
 // the windowed frame it makes in a.buf, to be overlapped and added.
 func (a *analyser) synthesise(gain *spectrum) {
 	for i := range min(bins, len(a.coef)) {
-		a.coef[i] *= complex(gain[i], 0)
+		a.coef[i] *= complex(float32(gain[i]), 0)
 	}
-	a.fft.Sequence(a.buf, a.coef)
-	scale := 1 / float64(a.n)
+	a.fft.inverse(a.buf, a.coef)
+	scale := 1 / float32(a.n)
 	for i, w := range a.window {
 		a.buf[i] *= w * scale
 	}

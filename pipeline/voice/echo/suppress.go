@@ -85,10 +85,10 @@ func (s *Suppressor) hear(w *work, b []int16, k int64, quiet bool, h *heardHop) 
 		return
 	}
 	for i, v := range s.prev {
-		w.mic.buf[i] = float64(v)
+		w.mic.buf[i] = float32(v)
 	}
 	for i, v := range b {
-		w.mic.buf[hop+i] = float64(v)
+		w.mic.buf[hop+i] = float32(v)
 	}
 	w.mic.analyse(&h.bins, &h.power)
 	h.levels = h.power.levels()

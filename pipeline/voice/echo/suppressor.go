@@ -294,8 +294,8 @@ func (s *Suppressor) emitProcessed() {
 			w := math.Cos(math.Pi * float64(i) / frame)
 			prior = float64(s.prev[i]) * w * w
 		}
-		s.out = append(s.out, pcm16(prior+y[i]))
-		s.ola[i] = y[hop+i]
+		s.out = append(s.out, pcm16(prior+float64(y[i])))
+		s.ola[i] = float64(y[hop+i])
 	}
 	s.plain = false
 }
