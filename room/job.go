@@ -184,11 +184,7 @@ func (a *Agent) joinRoom(token string, ev *roomEvents, vj *voiceJob) (*lksdk.Roo
 		if vj != nil {
 			vj.mics.pre.register(r)
 		}
-		// One peer connection for both directions, not LiveKit's two: a
-		// conversation holds one ICE, DTLS and SCTP stack, and two data
-		// channels' 64 KB read buffers, fewer.
-		return r, r.JoinWithToken(a.cfg.LiveKitURL, token, lksdk.WithAutoSubscribe(false), lksdk.WithConnectTimeout(15*time.Second),
-			lksdk.WithSinglePeerConnection())
+		return r, r.JoinWithToken(a.cfg.LiveKitURL, token, lksdk.WithAutoSubscribe(false), lksdk.WithConnectTimeout(15*time.Second))
 	})
 }
 
