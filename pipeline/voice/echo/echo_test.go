@@ -3,6 +3,7 @@ package echo
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -267,5 +268,32 @@ func TestEchoingOnlyWhereAnEchoMayBe(t *testing.T) {
 		if after > 0 || (during > 0) != mic.echoy {
 			t.Errorf("%s: echoing in %d chunks of the answer and %d after it", mic.name, during, after)
 		}
+	}
+}
+
+// The agent's voice at a rate whose 20 ms window is an odd number of
+// samples (22.05 kHz) is not kept: the microphone, its echo and all,
+// goes through as it came.
+func TestReferenceAtAnOddRateIsNotKept(t *testing.T) {
+	const odd = 22050
+	agent := speechtest.Render(t, answer, 140, odd)
+	// The echo, 100 ms late and 3 dB down.
+	voiced := speechtest.Render(t, answer, 140, Rate)
+	mic := speechtest.Mix(make([]int16, len(voiced)+Rate/10), voiced, Rate/10, -3)
+	ref := &Reference{}
+	s := NewSuppressor(ref, Config{})
+	defer s.Close()
+	var in, out []int16
+	speechtest.Replay(agent, odd, mic, time.Unix(1000, 0), ref.Write, func(chunk []int16, at time.Time) {
+		in = append(in, chunk...)
+		pcm := append([]int16(nil), chunk...)
+		s.Process(pcm, at)
+		out = append(out, pcm...)
+	})
+	if !slices.Equal(in, out) {
+		t.Fatal("the microphone did not go through as it came")
+	}
+	if s.Echoing() {
+		t.Fatal("the microphone is taken to carry an echo of a voice not kept")
 	}
 }
