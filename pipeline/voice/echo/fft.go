@@ -11,12 +11,12 @@ import (
 )
 
 // realFFT is a real transform of n samples (n even) to their n/2+1 bins
-// and back, by KISS FFT in single precision. Three transforms a hop are
-// most of what a suppressor costs: gonum's, in Go and in double
-// precision, took 3.5 to 4 times as long at the two sizes used here (320
-// and 480 points), 60% of the suppressor's CPU. Single precision is far
-// more than the 16-bit audio and band energies need. Its state holds
-// scratch space: one per analyser, never shared.
+// and back, by KISS FFT in single precision. A suppressor takes three
+// transforms a hop: gonum's, in Go and double precision, took 3.5 to 4
+// times as long at the two sizes used here (320 and 480 points), and
+// were 60% of its CPU. Single precision is far more than the 16-bit
+// audio and the band energies need. The state holds scratch space: one
+// per analyser, never shared.
 type realFFT struct {
 	fwd, inv C.kiss_fftr_cfg
 }
