@@ -59,7 +59,7 @@ func (c *refCache) sync() bool {
 		return false
 	}
 	if st.gen != c.st.gen || c.a == nil {
-		if c.a == nil || c.a.n != st.rate*2*hopDuration/1000 {
+		if per, _ := hopSamples(st.rate); c.a == nil || c.a.n != 2*per {
 			c.a = newAnalyser(st.rate)
 		}
 		c.done = math.MinInt64 / 2
@@ -95,7 +95,8 @@ func (c *refCache) at(k int64) *refHop {
 // final: all of its window was sent, or its time is past enough that
 // what was not never will be. Hop j-1 is analysed already, or silence.
 func (c *refCache) analyse(j int64, now time.Time) bool {
-	per := int64(c.st.rate * hopDuration / 1000)
+	n, _ := hopSamples(c.st.rate)
+	per := int64(n)
 	start, end := (j-1)*per, (j+1)*per
 	final := end <= c.st.end || c.st.epoch.Add(time.Duration(j+1)*hopDuration*time.Millisecond).Before(now.Add(-40*time.Millisecond))
 	energy, ok := c.ref.read(c.a.buf, start, c.st.gen)

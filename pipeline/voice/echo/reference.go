@@ -35,15 +35,14 @@ type Reference struct {
 // its microphone.
 const refSpan = time.Second
 
-// Write takes a frame of sound the agent's voice sent at at, at rate, a
-// multiple of 100 Hz (Opus's rates, 44.1 kHz): a 20 ms window is then an
-// even number of samples, as the real transform needs. A frame at another
-// rate is not kept, and the agent's voice at that rate is not taken out.
+// Write takes a frame of sound the agent's voice sent at at, at rate, one
+// whose hops are whole samples (hopSamples). A frame at another rate is
+// not kept, and the agent's voice at that rate is not taken out.
 // Frames not written (a pause, the silence a track does not send) are
 // silence in the reference. It copies frame and never blocks for long:
 // the track's clock calls it.
 func (r *Reference) Write(frame []int16, rate int, at time.Time) {
-	if len(frame) == 0 || rate <= 0 || rate%100 != 0 {
+	if _, whole := hopSamples(rate); len(frame) == 0 || rate <= 0 || !whole {
 		return
 	}
 	r.mu.Lock()

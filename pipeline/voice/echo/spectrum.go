@@ -88,8 +88,18 @@ type analyser struct {
 	norm float64
 }
 
+// hopSamples is a hop's samples at rate; whole says they are a whole
+// number (rate a multiple of 100 Hz, as Opus's rates and 44.1 kHz are).
+// Only then is a hop the same span at every rate, and a window, two hops,
+// an even number of samples, as the real transform needs.
+func hopSamples(rate int) (n int, whole bool) {
+	return rate * hopDuration / 1000, rate*hopDuration%1000 == 0
+}
+
+// newAnalyser takes spectra at rate, whose hops are whole (hopSamples).
 func newAnalyser(rate int) *analyser {
-	n := rate * 2 * hopDuration / 1000
+	per, _ := hopSamples(rate)
+	n := 2 * per
 	a := &analyser{n: n, fft: newRealFFT(n), window: make([]float32, n), buf: make([]float32, n),
 		coef: make([]complex64, n/2+1), norm: 4 / float64(n*n)}
 	for i := range a.window {
