@@ -291,7 +291,14 @@ func (s *Server) transcribe(w http.ResponseWriter, r *http.Request, profile stri
 func (s *Server) recognize(ctx context.Context, path string, seg func(string)) error {
 	args := []string{"-infile", path, "-hmm", filepath.Join(ModelDir, "en-us"), "-dict", s.dict, "-logfn", os.DevNull}
 	if s.grammar != "" {
-		args = append(args, "-jsgf", s.grammar)
+		// A wider word-exit beam than pocketsphinx's default (7e-29), which
+		// is tuned for the speed of open-vocabulary decoding: a grammar of a
+		// few phrases costs nothing more to search. At the default, a phrase
+		// espeak-ng's default voice says only just clearly enough ("What is
+		// the weather like in Paris today?") was now and then pruned at a
+		// word boundary once a browser and Opus had carried it, and
+		// nothing came back.
+		args = append(args, "-jsgf", s.grammar, "-wbeam", "1e-40")
 	} else {
 		args = append(args, "-lm", filepath.Join(ModelDir, "en-us.lm.bin"))
 	}
