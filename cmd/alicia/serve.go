@@ -98,13 +98,13 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 // tuneGC makes collections rarer than Go's default, unless GOGC is set.
 func tuneGC() {
 	if os.Getenv("GOGC") == "" {
-		// Most of the heap is long-lived connection state (pion's, about
-		// 0.75 MB per conversation). At Go's default of 100, collections
-		// came every 10-20 s at 500 conversations, and their mark assists
-		// held every conversation's packets for up to 0.6 s on a busy
-		// 2-core machine. At 200 they come half as often, and the heap
-		// may grow to 3 times its live size between them instead of 2
-		// (about 1.1 GB instead of 0.75 GB at 500). GOGC, when set, wins.
+		// Rarer collections for a larger heap (3 times its live size
+		// instead of 2). At Go's default of 100 a voice conversation took
+		// 1.5 MB less, but the bench's speakerphones leaked echo in 3 of 5
+		// runs against none of 4 at 200, maybe because collections delay
+		// the frames the bot sends behind the suppressor's record of them;
+		// 500 text conversations did better at 100 (docs/operations.md).
+		// GOGC, when set, wins.
 		debug.SetGCPercent(200)
 	}
 }
