@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -106,6 +107,11 @@ func (l *echoLine) write(p []int16, at time.Time, ts uint32) {
 	c := echoChunk{at: at, pcm: append([]int16(nil), p...)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.stamped && ts == l.next && l.queued == 0 && !l.playing {
+		// The speaker ran dry in the middle of a sound: the rest starts
+		// anew, delay after now, and its echo comes that much later.
+		echoMoves.dry.Add(1)
+	}
 	if gap := min(int(int32(ts-l.next)), l.most); l.stamped && gap > 0 && l.queued > 0 {
 		l.chunks = append(l.chunks, echoChunk{at: at, pcm: make([]int16, gap)})
 		l.queued += gap
@@ -128,6 +134,7 @@ func (l *echoLine) take(now time.Time) []int16 {
 	}
 	if l.queued > l.most {
 		l.skip(frameSamples)
+		echoMoves.skipped.Add(1)
 	}
 	for len(l.buf) < frameSamples && len(l.chunks) > 0 {
 		c := &l.chunks[0]
@@ -140,6 +147,14 @@ func (l *echoLine) take(now time.Time) []int16 {
 	l.playing = l.queued > 0
 	return l.buf
 }
+
+// echoMoves counts, over all the users' speakers, what moves an echo
+// against the bot's voice as sent: a frame skipped to keep the delay
+// after the bot's audio came in a bunch (the echo 20 ms sooner), and a
+// sound whose rest came too late to follow on (the echo later). The
+// suppressor locks on one delay, and a moved echo may leak until it
+// follows.
+var echoMoves struct{ skipped, dry atomic.Int64 }
 
 // skip drops n samples from the front.
 func (l *echoLine) skip(n int) {

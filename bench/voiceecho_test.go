@@ -60,8 +60,12 @@ func TestEchoLine(t *testing.T) {
 	for i := 1; i < n; i++ {
 		jittered[i] = max(jittered[i-1], steady[i]+time.Duration(rng.Int64N(int64(3*frame))))
 	}
+	skipped, dry := echoMoves.skipped.Load(), echoMoves.dry.Load()
 	if again := echoOf(path, speech, jittered); !slices.Equal(again, heard) {
 		t.Error("arrivals jittering by up to 60 ms changed the echo")
+	}
+	if s, d := echoMoves.skipped.Load()-skipped, echoMoves.dry.Load()-dry; s != 0 || d != 0 {
+		t.Errorf("arrivals jittering by up to 60 ms were counted as moving the echo: %d frames skipped, %d sounds ran dry", s, d)
 	}
 }
 
@@ -79,7 +83,13 @@ func TestEchoLineCatchesUp(t *testing.T) {
 			arrivals[i] = 20 * frame // 200 ms late, and then all at once
 		}
 	}
+	skipped, dry := echoMoves.skipped.Load(), echoMoves.dry.Load()
 	heard := echoOf(path, speech, arrivals)
+	// The speaker ran dry 160 ms into the stall, started the rest anew
+	// when it came, and skipped to get back within its slack.
+	if s, d := echoMoves.skipped.Load()-skipped, echoMoves.dry.Load()-dry; s == 0 || d != 1 {
+		t.Errorf("the stall was counted as %d frames skipped and %d sounds run dry; want some and 1", s, d)
+	}
 	end := len(heard)
 	for end > 0 && heard[end-1] == 0 {
 		end--

@@ -34,7 +34,10 @@ type voiceReport struct {
 	// how often a frame or more late, and the latest.
 	micWakes, micLate int
 	micMost           time.Duration
-	stages            stageHistograms
+	// With an echo, what moved it (echoMoves): frames the speakers
+	// skipped, and sounds they ran dry in.
+	echoSkipped, echoDry int64
+	stages               stageHistograms
 }
 
 // The bot's per-turn histograms: where a spoken answer spent its time,
@@ -193,6 +196,9 @@ func (r *voiceReport) print(w io.Writer) {
 		r.users, len(r.joinFailures), r.mic, r.echo, len(r.turns), r.wall.Round(time.Second), failed, interrupted, misheard)
 	fmt.Fprintf(w, "  the users' microphones woke %d times to send, %d of them more than a frame late, the latest by %v\n",
 		r.micWakes, r.micLate, r.micMost.Round(time.Millisecond))
+	if r.echo.on() {
+		fmt.Fprintf(w, "  the users' speakers moved the echo: %d frames skipped to keep the delay, %d sounds ran dry and started anew\n", r.echoSkipped, r.echoDry)
+	}
 	fmt.Fprintf(w, "  speech the recogniser returned no words for (the bot counted it and started no turn): %d\n", r.unrecognised())
 	fmt.Fprintf(w, "  talk over the bot as it counted it: %d interruptions, %d false interruptions (resumed), %d noise ignored, %d echo rejected\n",
 		r.talkOver("interruption"), r.talkOver("false_interruption"), r.talkOver("noise"), r.talkOver("echo"))
