@@ -101,9 +101,9 @@ func tuneGC() {
 		// Rarer collections for a larger heap (3 times its live size
 		// instead of 2). At Go's default of 100 a voice conversation took
 		// 1.5 MB less, but the bench's speakerphones leaked echo in 3 of 5
-		// runs against none of 4 at 200, maybe because collections delay
-		// the frames the bot sends behind the suppressor's record of them;
-		// 500 text conversations did better at 100 (docs/operations.md).
+		// runs against none of 4 at 200: on the same 2 cores, the users'
+		// speakers fell behind and moved the echo more often. 500 text
+		// conversations did better at 100 (docs/operations.md).
 		// GOGC, when set, wins.
 		debug.SetGCPercent(200)
 	}
