@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 	"github.com/alicia-voice/alicia/llm/standin"
 	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/pipeline/voice"
+	"github.com/alicia-voice/alicia/speech"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
 )
@@ -195,11 +198,18 @@ func (c *talkOverClient) heardWhole(tb testing.TB, a heardAnswer) storage.Entry 
 	// runs of TestBackchannelsOverLiveKit, while every run's audio held
 	// the same 611,840 samples; 0.00 with them cut out).
 	to := a.to.Add(time.Millisecond)
-	heard := recognise(tb.Context(), tb, clauses(sentences), squeezed(c.rec.audio(a.from, to, c.rec.dry(a.from, to)...)))
+	audio := squeezed(c.rec.audio(a.from, to, c.rec.dry(a.from, to)...))
+	heard := recognise(tb.Context(), tb, clauses(sentences), audio)
 	wer := speechtest.WER(whole, heard)
 	tb.Logf("the client heard %q (WER %.2f against the stored answer)", heard, wer)
 	if wer > 0.15 {
-		tb.Fatalf("the client heard %q of %q", heard, whole)
+		// Kept, so that a failure tells audio lost on the way from a
+		// recogniser that took one clause for another.
+		kept := filepath.Join(testenv.ArtifactsDir(), strings.ReplaceAll(tb.Name(), "/", "_")+"-heard.wav")
+		if err := os.MkdirAll(filepath.Dir(kept), 0o755); err == nil {
+			_ = os.WriteFile(kept, speech.EncodeWAV(audio, voice.InputRate), 0o644)
+		}
+		tb.Fatalf("the client heard %q of %q (the audio: %s)", heard, whole, kept)
 	}
 	return stored
 }
