@@ -108,8 +108,7 @@ func voiceRound(ctx context.Context, o options, n int, bin, dir string, lk *lkse
 	selfCPU0, _ := procCPU(os.Getpid())
 	speechCPU0, _ := procTreeCPU(speech.cmd.Process.Pid)
 	micFrames.take()
-	echoMoves.skipped.Store(0)
-	echoMoves.dry.Store(0)
+	echoMoves.take()
 	fmt.Fprintf(os.Stderr, "bench: N=%d: %d joined; %d spoken turns each...\n", n, len(joined), o.turns)
 	profiled := make(chan error, 1)
 	if o.profile != "" {
@@ -158,7 +157,7 @@ func voiceRound(ctx context.Context, o options, n int, bin, dir string, lk *lkse
 	wg.Wait()
 	rep.wall = time.Since(start)
 	rep.micWakes, rep.micLate, rep.micMost = micFrames.take()
-	rep.echoSkipped, rep.echoDry = echoMoves.skipped.Load(), echoMoves.dry.Load()
+	rep.echoSkipped, rep.echoDry = echoMoves.take()
 	if err := <-profiled; err != nil {
 		fmt.Fprintln(os.Stderr, "bench: profile:", err)
 	}

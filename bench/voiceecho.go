@@ -154,7 +154,12 @@ func (l *echoLine) take(now time.Time) []int16 {
 // sound whose rest came too late to follow on (the echo later). The
 // suppressor locks on one delay, and a moved echo may leak until it
 // follows.
-var echoMoves struct{ skipped, dry atomic.Int64 }
+var echoMoves moves
+
+type moves struct{ skipped, dry atomic.Int64 }
+
+// take returns the counts so far and starts over, as lateness.take does.
+func (m *moves) take() (skipped, dry int64) { return m.skipped.Swap(0), m.dry.Swap(0) }
 
 // skip drops n samples from the front.
 func (l *echoLine) skip(n int) {
