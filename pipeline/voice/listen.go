@@ -6,16 +6,26 @@ import (
 	"sync"
 	"time"
 
+	"github.com/alicia-voice/alicia/internal/queue"
 	"github.com/alicia-voice/alicia/speech"
 )
 
 // Input is one speaker's audio into the stage, 16 kHz mono.
 type Input struct {
 	mu     sync.Mutex
-	ch     chan chunk
+	chunks *queue.Queue[chunk]
 	closed bool
-	drops  int
+	// ended is closed with the input: nothing more will come.
+	ended chan struct{}
+	drops int
 }
+
+// inputBacklog is how many chunks Write keeps waiting before it drops
+// audio: ten seconds and more of a microphone's 10 to 20 ms writes. A
+// channel that size held 48 kB for every microphone, all the time.
+const inputBacklog = 1000
+
+func newInput() *Input { return &Input{chunks: queue.New[chunk](), ended: make(chan struct{})} }
 
 // chunk is audio as written, with when it came: the end of the user's
 // speech is timed by its arrival, not by when the stage got to it.
@@ -33,9 +43,7 @@ func (in *Input) Write(samples []int16) error {
 	if in.closed {
 		return nil // the SDK flushes its resampler after closing its writer
 	}
-	select {
-	case in.ch <- chunk{append([]int16(nil), samples...), time.Now()}:
-	default:
+	if !in.chunks.Push(chunk{append([]int16(nil), samples...), time.Now()}, inputBacklog) {
 		in.drops++
 	}
 	return nil
@@ -47,7 +55,7 @@ func (in *Input) Close() error {
 	defer in.mu.Unlock()
 	if !in.closed {
 		in.closed = true
-		close(in.ch)
+		close(in.ended)
 	}
 	return nil
 }
@@ -56,7 +64,7 @@ func (in *Input) Close() error {
 // (or Run ending) stops listening. It never waits, so that an SDK
 // callback may call it.
 func (s *Stage) Listen(speaker, trackID string) *Input {
-	in := &Input{ch: make(chan chunk, 1000)}
+	in := newInput()
 	select {
 	case <-s.done:
 		in.Close()

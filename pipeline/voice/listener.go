@@ -120,12 +120,25 @@ func (l *listener) run(in *Input) {
 			l.onGuess(g)
 		case r := <-l.interims:
 			l.onInterim(r)
-		case c, ok := <-in.ch:
-			if !ok || !l.onAudio(c) {
+		case <-in.chunks.Ready():
+			if !l.onChunks(in) {
 				return
 			}
+		case <-in.ended:
+			l.onChunks(in)
+			return
 		}
 	}
+}
+
+// onChunks takes in all the audio waiting; false if the VAD failed.
+func (l *listener) onChunks(in *Input) bool {
+	for _, c := range in.chunks.Take() {
+		if !l.onAudio(c) {
+			return false
+		}
+	}
+	return true
 }
 
 // onAudio runs the endpointer over a chunk of the speaker's audio, the
