@@ -73,8 +73,8 @@ type path struct {
 // (lag 0), through a path of delay d, the reference's bound it comes
 // from in each band, and the echo a hop is judged against (tapsEarly).
 func (p *path) predict(refs *refCache, k int64, d int, inBins *spectrum) (echo, bound, judged powers) {
-	*inBins = spectrum{}
 	var early powers
+	var loudest [bins]binPower
 	for j := -tapsEarly; j <= tapsAfter; j++ {
 		h := refs.at(k - int64(d+j))
 		if j < -tapsBefore {
@@ -87,15 +87,15 @@ func (p *path) predict(refs *refCache, k int64, d int, inBins *spectrum) (echo, 
 			bound[b] = max(bound[b], float64(v))
 		}
 		for i, v := range h.bins {
-			inBins[i] = max(inBins[i], float64(v))
+			loudest[i] = max(loudest[i], v)
 		}
 	}
 	for b := range echo {
 		echo[b] = p.gain[b] * bound[b]
 		judged[b] = p.gain[b] * max(bound[b], early[b])
 	}
-	for i := range inBins {
-		inBins[i] *= p.gain[bandOf[i]]
+	for i, v := range loudest {
+		inBins[i] = v.float() * p.gain[bandOf[i]]
 	}
 	return echo, bound, judged
 }
