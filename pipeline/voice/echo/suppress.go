@@ -11,7 +11,7 @@ func (s *Suppressor) suppress(b []int16, t time.Time, quiet bool) (processed, re
 	if !s.active {
 		// The agent has not talked lately: no echo. A microphone known to
 		// carry none lets go of its analysis, and of the agent's audio,
-		// until someone talks over the agent again (130 KB a speaker, 48
+		// until someone talks over the agent again (100 KB a speaker, 48
 		// KB a conversation).
 		if s.mode == none {
 			s.w = nil
