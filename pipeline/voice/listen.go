@@ -22,7 +22,7 @@ type Input struct {
 
 // inputBacklog is how many chunks Write keeps waiting before it drops
 // audio: ten seconds and more of a microphone's 10 to 20 ms writes. A
-// channel that size held 48 kB for every microphone, all the time.
+// channel that size held 48 KB for every microphone, all the time.
 const inputBacklog = 1000
 
 func newInput() *Input { return &Input{chunks: queue.New[chunk](), ended: make(chan struct{})} }
