@@ -31,7 +31,8 @@ func Chromium(t testing.TB) string {
 	return ""
 }
 
-// ArtifactsDir is where browser tests write screenshots: web/artifacts,
+// ArtifactsDir is where tests keep what explains a failure (a browser
+// test's screenshots, the audio a talk-over client heard): web/artifacts,
 // which git ignores, or $ALICIA_ARTIFACTS_DIR.
 func ArtifactsDir() string {
 	if d := os.Getenv("ALICIA_ARTIFACTS_DIR"); d != "" {

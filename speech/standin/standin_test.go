@@ -152,21 +152,28 @@ func TestBackchannel(t *testing.T) {
 		{"question", "how far is the moon", pad(speechtest.Render(t, "How far is the moon?", 140, speech.RecognitionRate))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			rec := &speech.OpenAIRecognizer{URL: base + "/v1", Model: "whisper-1", Streaming: true}
-			var final string
-			for ev := range rec.Stream(ctx, &speech.RecognizeRequest{Audio: tc.audio, SampleRate: speech.RecognitionRate}) {
-				if ev.Kind == speech.RecognizeError {
-					t.Fatal(ev.Err)
-				}
-				final = ev.Text
-			}
-			if final != tc.want {
+			if final := heard(t, base, tc.audio, speech.RecognitionRate); final != tc.want {
 				t.Fatalf("heard %q, not %q", final, tc.want)
 			}
 		})
 	}
+}
+
+// heard is the stand-in's last transcript of audio, streamed to it as
+// the bot's recogniser streams.
+func heard(t *testing.T, base string, audio []int16, rate int) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rec := &speech.OpenAIRecognizer{URL: base + "/v1", Model: "whisper-1", Streaming: true}
+	var final string
+	for ev := range rec.Stream(ctx, &speech.RecognizeRequest{Audio: audio, SampleRate: rate}) {
+		if ev.Kind == speech.RecognizeError {
+			t.Fatal(ev.Err)
+		}
+		final = ev.Text
+	}
+	return final
 }
 
 // What the bot's recogniser was given in a browser test, the page's
@@ -190,18 +197,7 @@ func TestPhrasesAfterABrowser(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		var got string
-		for ev := range (&speech.OpenAIRecognizer{URL: base + "/v1"}).Stream(ctx, &speech.RecognizeRequest{Audio: audio, SampleRate: rate}) {
-			switch ev.Kind {
-			case speech.RecognizeFinal:
-				got = ev.Text
-			case speech.RecognizeError:
-				t.Fatal(ev.Err)
-			}
-		}
-		cancel()
-		if standin.Normalize(got) != standin.Normalize(c.want) {
+		if got := heard(t, base, audio, rate); standin.Normalize(got) != standin.Normalize(c.want) {
 			t.Errorf("%s: recognised %q, want %q", c.file, got, c.want)
 		}
 	}
