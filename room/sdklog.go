@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,7 +40,29 @@ func (h sdkHandler) Enabled(ctx context.Context, l slog.Level) bool {
 
 func (h sdkHandler) Handle(ctx context.Context, r slog.Record) error {
 	r.Level = h.level(r.Level)
+	if r.Level == slog.LevelWarn && routine(r.Message) {
+		r.Level = slog.LevelDebug
+		if !h.next.Enabled(ctx, r.Level) {
+			return nil
+		}
+	}
 	return h.next.Handle(ctx, r)
+}
+
+// routineWarnings are what pion warns of in every connection's life
+// though nothing went wrong: a connectivity check before the other side's
+// candidates came (it checks again), a DTLS packet that came before its
+// endpoint (queued for it), and a write of a connection closing. About
+// two of them a join, at warning level, hid the warnings that matter.
+var routineWarnings = []string{
+	"Failed to ping without candidate pairs",
+	"mux: no endpoint for packet",
+	"dtls fatal: conn is closed",
+}
+
+// routine tells a warning in routineWarnings.
+func routine(msg string) bool {
+	return slices.ContainsFunc(routineWarnings, func(w string) bool { return strings.Contains(msg, w) })
 }
 
 func (h sdkHandler) WithAttrs(attrs []slog.Attr) slog.Handler {

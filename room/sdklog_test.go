@@ -131,3 +131,24 @@ func TestSDKLoggerAsZapAndWithMinLevel(t *testing.T) {
 		t.Fatalf("WithMinLevel(info) did not log an info line: %v", got)
 	}
 }
+
+// pion's warnings of what happens in every connection are debug lines;
+// its other warnings keep their level.
+func TestRoutinePionWarningsAreDebugLines(t *testing.T) {
+	h := &records{level: slog.LevelInfo}
+	factory := pionlogger.NewLoggerFactory(newSDKLogger(sdkHandler{h}))
+	factory.NewLogger("ice").Warnf("Failed to ping without candidate pairs. Connection is not possible yet.")
+	factory.NewLogger("mux").Warnf("Warning: mux: no endpoint for packet starting with %d, adding to queue size(%d)", 22, 0)
+	factory.NewLogger("sctp").Warnf("[%s] failed to write packets on netConn: %v", "0x1", errors.New("dtls fatal: conn is closed"))
+	factory.NewLogger("sctp").Warnf("association %s failed", "0x1")
+	got := h.lines()
+	if len(got) != 1 || got[0].Message != "association 0x1 failed" || got[0].Level != slog.LevelWarn {
+		t.Fatalf("want only the association's warning, got %v", got)
+	}
+
+	h = &records{level: slog.LevelDebug}
+	pionlogger.NewLoggerFactory(newSDKLogger(sdkHandler{h})).NewLogger("ice").Warnf("Failed to ping without candidate pairs. Connection is not possible yet.")
+	if got := h.lines(); len(got) != 1 || got[0].Level != slog.LevelDebug {
+		t.Fatalf("at debug level the routine warning is a debug line: got %v", got)
+	}
+}
