@@ -141,9 +141,11 @@ func TestRoutinePionWarningsAreDebugLines(t *testing.T) {
 	factory.NewLogger("mux").Warnf("Warning: mux: no endpoint for packet starting with %d, adding to queue size(%d)", 22, 0)
 	factory.NewLogger("sctp").Warnf("[%s] failed to write packets on netConn: %v", "0x1", errors.New("dtls fatal: conn is closed"))
 	factory.NewLogger("sctp").Warnf("association %s failed", "0x1")
+	factory.NewLogger("mux").Warnf("Warning: mux: no endpoint for packet starting with %d, not adding to queue size(%d)", 22, 1)
 	got := h.lines()
-	if len(got) != 1 || got[0].Message != "association 0x1 failed" || got[0].Level != slog.LevelWarn {
-		t.Fatalf("want only the association's warning, got %v", got)
+	if len(got) != 2 || got[0].Message != "association 0x1 failed" || got[0].Level != slog.LevelWarn ||
+		got[1].Level != slog.LevelWarn {
+		t.Fatalf("want the association's warning and the dropped packet's, got %v", got)
 	}
 
 	h = &records{level: slog.LevelDebug}
