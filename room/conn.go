@@ -38,6 +38,8 @@ type conn struct {
 	// listed: the connections of users LiveKit's API listed and the SDK
 	// has not announced yet, by identity.
 	listed map[string]string
+	// self is the bot's own connection as last seen (see rejoined).
+	self string
 }
 
 var errNotConnected = errors.New("not connected to the room")
@@ -109,6 +111,23 @@ func (c *conn) channelOpen() chan struct{} {
 		c.opened = make(chan struct{})
 	}
 	return c.opened
+}
+
+// rejoined says whether the bot's own connection changed since it was
+// last seen. A resume keeps it; a rejoin, after the LiveKit server
+// restarted, gets a new one, and every user it meets there is on a new
+// connection too, even one the SDK still lists under the old.
+func (c *conn) rejoined() bool {
+	r := c.get()
+	if r == nil {
+		return false
+	}
+	sid := r.LocalParticipant.SID()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	changed := sid != c.self
+	c.self = sid
+	return changed
 }
 
 // serverSendTimeout bounds an API send; past it the data channel, open

@@ -192,8 +192,10 @@ func (a *Agent) joinRoom(token string, ev *roomEvents, vj *voiceJob) (*lksdk.Roo
 // channel without holding up the greeting; the channel returned is closed
 // once the data channel is open or given up.
 func (j *job) attach(room *lksdk.Room) <-chan struct{} {
+	self := room.LocalParticipant.SID()
 	j.conn.mu.Lock()
 	j.conn.room = room
+	j.conn.self = self
 	j.conn.mu.Unlock()
 	opened := make(chan struct{})
 	go func() {

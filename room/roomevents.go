@@ -43,7 +43,11 @@ func (e *roomEvents) callback() *lksdk.RoomCallback {
 // though their connections are new: each is announced here, and one whose
 // connection changed is greeted again.
 func (e *roomEvents) reconnected() {
-	e.sess.reconnected()
+	rejoined := e.conn.rejoined()
+	if rejoined {
+		e.log.Info("rejoined the room on a new connection: users are out of sync until their handshake")
+	}
+	e.sess.reconnected(rejoined)
 	r := e.conn.get()
 	if r == nil {
 		return

@@ -264,9 +264,24 @@ func (s *Session) Members() []pipeline.Member {
 // writer.
 func (s *Session) setAgentState(st voice.State) { s.post(func() { s.speech.setState(st) }) }
 
-// reconnected is the room's connection back after the SDK resumed it:
-// what could not be published meanwhile and is not replayed is sent again.
-func (s *Session) reconnected() { s.post(s.speech.reconnected) }
+// reconnected is the room's connection back after the SDK resumed it,
+// or rejoined it: what could not be published meanwhile and is not
+// replayed is sent again. After a rejoin nobody is in sync: every user's
+// connection is new, and the SDK may list one under its old connection
+// for seconds, long enough for what is sent meanwhile to reach the new
+// one before its handshake, and again in the replay that answers it. It
+// runs on the SDK's callback, before the bot's new connection can carry
+// a user's handshake.
+func (s *Session) reconnected(rejoined bool) {
+	s.post(func() {
+		if rejoined {
+			for id := range s.members {
+				s.members[id] = ""
+			}
+		}
+		s.speech.reconnected()
+	})
+}
 
 // drainWait bounds how long Close lets the writer send what is queued.
 const drainWait = 5 * time.Second

@@ -239,6 +239,49 @@ func TestUserMovedSilentlyIsGreeted(t *testing.T) {
 	}
 }
 
+// After the bot rejoins (LiveKit restarted), a user it had in sync gets
+// nothing but the handshake until its Configuration on its new
+// connection, though the SDK still lists the old one: what is sent
+// meanwhile reaches it once, by the replay. A resume keeps it in sync.
+func TestRejoinPutsEveryoneOutOfSync(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		rejoined bool
+	}{{"rejoined", true}, {"resumed", false}} {
+		t.Run(c.name, func(t *testing.T) {
+			s, rec := testSession(t, storage.NewMemory(storage.ReasoningPlain), "conv_rejoin_"+c.name)
+			configure(t, s, "zoe", 1, 0)
+			greeted := waitFor(t, rec, func(envs []*wire.Envelope) bool { return count[*wire.Configuration](envs) == 1 })
+			s.reconnected(c.rejoined)
+			s.Send(wire.NewError(s.ID, wire.CodeServiceUnavailable, "sent between the rejoin and the handshake"))
+			// Whatever the session sent zoe comes before its answer to a
+			// packet that follows.
+			s.receive("zoe", []byte("not an envelope"))
+			envs := waitFor(t, rec, func(envs []*wire.Envelope) bool { return hasCode(envs, wire.CodeMalformed) })
+			if got := hasCode(envs, wire.CodeServiceUnavailable); got != !c.rejoined {
+				t.Fatalf("the envelope sent meanwhile reached zoe live: %v; sent %s", got, describe(envs))
+			}
+			if !c.rejoined {
+				return
+			}
+			configure(t, s, "zoe", 2, -greeted[0].StanzaID)
+			envs = waitFor(t, rec, func(envs []*wire.Envelope) bool { return hasCode(envs, wire.CodeServiceUnavailable) })
+			if n := count[*wire.Configuration](envs); n != 2 {
+				t.Fatalf("%d Configurations, want the greeting reply and the resume's; sent %s", n, describe(envs))
+			}
+		})
+	}
+}
+
+func hasCode(envs []*wire.Envelope, code int32) bool {
+	for _, env := range envs {
+		if e, ok := env.Body.(*wire.ErrorMessage); ok && e.Code == code {
+			return true
+		}
+	}
+	return false
+}
+
 // A resume further back than the in-memory log reaches, with no durable
 // log, is refused with 202 rather than replayed in part.
 func TestResumeGapIsNotRecoverable(t *testing.T) {

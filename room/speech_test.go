@@ -90,7 +90,7 @@ func TestSpeechWhileTheRoomReconnects(t *testing.T) {
 	if published != 1 {
 		t.Fatalf("%d things published while down", published)
 	}
-	s.reconnected()
+	s.reconnected(false)
 	configure(t, s, "alice", 2, 1) // the client resumes after the greeting reply
 	envs := waitFor(t, rec, func(e []*wire.Envelope) bool { return len(e) == 3 })
 	settle(s)
