@@ -1,61 +1,20 @@
 package llm_test
 
 import (
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strings"
-	"sync/atomic"
 	"testing"
 
+	"github.com/alicia-voice/alicia/internal/testenv"
 	"github.com/alicia-voice/alicia/llm"
-	"github.com/alicia-voice/alicia/llm/standin"
 )
 
-const hybridWeights = "Qwen/Qwen3-8B"
-
-// modelRouter serves the model name "assistant" from one of two
+// newModelRouter serves the model name "assistant" from one of two
 // stand-ins, a 2504 hybrid and a Thinking-2507, as a router or a gateway
-// alias in front of two deployments does. Each request goes where the
-// test last pointed it; the model-information endpoints are hidden, as a
-// gateway that forwards only chat completions hides them.
-type modelRouter struct {
-	URL      string
-	thinking atomic.Bool
-}
-
-func newModelRouter(t *testing.T) *modelRouter {
-	t.Helper()
-	backend := func(weights string) *httputil.ReverseProxy {
-		s, err := standin.New(testScenarios, standin.Pacing{}, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Serve("assistant", weights)
-		ts := httptest.NewServer(s.Handler())
-		t.Cleanup(ts.Close)
-		u, _ := url.Parse(ts.URL)
-		p := httputil.NewSingleHostReverseProxy(u)
-		p.FlushInterval = -1 // a stream goes through as it comes
-		return p
-	}
-	hybrid, thinking := backend(hybridWeights), backend(thinkingWeights)
-	r := &modelRouter{}
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/chat/completions") {
-			http.NotFound(w, req)
-			return
-		}
-		if r.thinking.Load() {
-			thinking.ServeHTTP(w, req)
-			return
-		}
-		hybrid.ServeHTTP(w, req)
-	}))
-	t.Cleanup(ts.Close)
-	r.URL = ts.URL
-	return r
+// alias in front of two deployments does; the model-information
+// endpoints are hidden, as a gateway that forwards only chat completions
+// hides them.
+func newModelRouter(t *testing.T) *testenv.RoutedModel {
+	return testenv.NewRoutedModel(t, testScenarios...)
 }
 
 // applied is a turn as a caller that honours retractions keeps it: the
@@ -94,7 +53,7 @@ func TestBareThinkEndAfterInlineTagsIsRetracted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r.thinking.Store(false)
+			r.Thinking.Store(false)
 			req := &llm.Request{Messages: user("plain question"), Thinking: true}
 			reasoning, answer, retracted := applied(collect(t, c, req))
 			checkAnswer(t, reasoning, answer)
@@ -104,7 +63,7 @@ func TestBareThinkEndAfterInlineTagsIsRetracted(t *testing.T) {
 
 			// The thinking-off turn is where the name's memory matters:
 			// with thinking on either template shows a tag first.
-			r.thinking.Store(true)
+			r.Thinking.Store(true)
 			req = &llm.Request{Messages: user("plain question")}
 			events := collect(t, c, req)
 			reasoning, answer, retracted = applied(events)
@@ -136,7 +95,7 @@ func TestThinkMemoryFollowsTheLastTemplateSeen(t *testing.T) {
 	}
 	turn := func(thinkingModel, thinking bool) (reasoning, answer, retracted string, texts int) {
 		t.Helper()
-		r.thinking.Store(thinkingModel)
+		r.Thinking.Store(thinkingModel)
 		events := collect(t, c, &llm.Request{Messages: user("plain question"), Thinking: thinking})
 		for _, ev := range events {
 			if ev.Kind == llm.EventText {

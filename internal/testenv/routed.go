@@ -1,7 +1,9 @@
 package testenv
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -58,6 +60,18 @@ func NewRoutedModel(t testing.TB, scenarios ...standin.Scenario) *RoutedModel {
 			http.NotFound(w, r)
 			return
 		}
+		// Forwarded only once read whole: the proxy's transport reads the
+		// request's end (to find none past its length) as it may, after
+		// the answer's headers are out, which is when this server closes
+		// the request's body; a read failing then closes the connection
+		// to the deployment in mid-answer (an answer cut short, 1 in a
+		// few hundred turns on a busy machine).
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		if m.Thinking.Load() {
 			thinking.ServeHTTP(w, r)
 			return
