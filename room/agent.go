@@ -53,6 +53,7 @@ func NewAgent(cfg Config, store storage.Store, metrics *Metrics, open func(id st
 	a.worker.available = a.available
 	a.worker.assign = a.assign
 	a.worker.load = a.load
+	a.worker.onRegistered = a.adoptWaiting
 	a.dispatch = lksdk.NewAgentDispatchServiceClient(cfg.httpURL(), cfg.APIKey, cfg.APISecret)
 	a.rooms = lksdk.NewRoomServiceClient(cfg.httpURL(), cfg.APIKey, cfg.APISecret)
 	a.leases, _ = store.(Leases)

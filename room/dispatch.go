@@ -79,6 +79,58 @@ func (a *Agent) followDispatch(room string) {
 	go a.follow(a.ctx, room)
 }
 
+// adoptWaiting looks once, at a registration of the worker, for rooms
+// that asked LiveKit for this agent and hold users but no bot: LiveKit
+// dropped their dispatch while no worker was registered under the name
+// (every process restarting, or away from LiveKit) and does not offer it
+// again to one that registers. A room whose token this process minted is
+// followed already; this finds those whose tokens were minted elsewhere,
+// by a stock starter's token server say, and follows them. Several
+// processes that register at once may each ask again: the second bot
+// yields to the first.
+func (a *Agent) adoptWaiting() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.draining || a.ctx == nil {
+		return
+	}
+	a.wg.Add(1)
+	go func(ctx context.Context) {
+		defer a.wg.Done()
+		ctx, cancel := context.WithTimeout(ctx, adoptWithin)
+		defer cancel()
+		res, err := a.rooms.ListRooms(ctx, &livekit.ListRoomsRequest{})
+		if err != nil {
+			a.log.Warn("could not list the rooms to find those waiting for a bot", "err", err)
+			return
+		}
+		// Each room's participants are asked for: the list's counts lag
+		// by seconds, and a user who just came counts none.
+		for _, r := range res.Rooms {
+			if a.waitsForBot(ctx, r.Name) {
+				a.log.Info("a room asked for this agent has no bot; following it", "room", r.Name)
+				a.followDispatch(r.Name)
+			}
+		}
+	}(a.ctx)
+}
+
+// adoptWithin bounds adoptWaiting's look at the rooms.
+const adoptWithin = 30 * time.Second
+
+// waitsForBot says whether room has users and no bot, and asked LiveKit
+// for this agent.
+func (a *Agent) waitsForBot(ctx context.Context, room string) bool {
+	res, err := a.rooms.ListParticipants(ctx, &livekit.ListParticipantsRequest{Room: room})
+	if err != nil {
+		return false
+	}
+	if bot, users := parties(res.Participants, ""); bot || users == 0 {
+		return false
+	}
+	return a.dispatchedTo(ctx, room)
+}
+
 // follow is a room's follower.
 func (a *Agent) follow(ctx context.Context, room string) {
 	defer a.wg.Done()

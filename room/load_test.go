@@ -151,6 +151,30 @@ func TestDroppedDispatchIsMadeAgain(t *testing.T) {
 	}
 }
 
+// A user whose token asks LiveKit for the agent (minted elsewhere: a
+// stock starter's token server), and who comes while no worker is
+// registered under its name, is greeted once one registers: LiveKit
+// dropped that dispatch, does not offer it again, and no process asked
+// for it.
+func TestDispatchDroppedBeforeAnyWorkerIsAdopted(t *testing.T) {
+	lk := testenv.StartLiveKit(t)
+	cfg := Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-test"}
+	token, err := UserToken(cfg, "conv_before_any_worker", "alice", "alice", map[string]string{AttrFeatures: wire.FeatureStreaming})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Her join returns once her connection is up, long after LiveKit
+	// offered the room's dispatch, at its creation, to no worker.
+	alice := joinWithToken(t, lk, token)
+	e := startAgent(t, lk, storage.NewMemory(storage.ReasoningPlain))
+	if got, ok := alice.within(30*time.Second, func(g []*wire.Envelope) bool { return count[*wire.Configuration](g) > 0 }); !ok {
+		t.Fatalf("no greeting in 30 s after the worker registered; got %s", describe(got))
+	}
+	if n := counterValue(t, e.agent.metrics.jobs.WithLabelValues("dispatched_again")); n < 1 {
+		t.Fatalf("%v dispatches made again; the bot came through the first", n)
+	}
+}
+
 // A room has one follower of its dispatch, however often it is dispatched
 // to: two would each make a lost dispatch again. The second dispatch
 // starts the follower's looks over, and a stopping process's followers

@@ -34,6 +34,9 @@ type worker struct {
 	// load reports the load to show LiveKit, the jobs held, and whether
 	// no more can be taken.
 	load func() (float32, uint32, bool)
+	// onRegistered, if set, is called at every registration; it must
+	// not block.
+	onRegistered func()
 
 	mu sync.Mutex
 	// conn is the registered connection's outbox; nil while disconnected.
@@ -167,6 +170,9 @@ func (w *worker) handle(msg *livekit.ServerMessage) error {
 		w.flushPending()
 		w.registrations.Add(1)
 		w.regOnce.Do(func() { close(w.registered) })
+		if w.onRegistered != nil {
+			w.onRegistered()
+		}
 	case *livekit.ServerMessage_Availability:
 		job := m.Availability.Job
 		w.log.Debug("availability request", "job", job.Id, "room", job.Room.GetName())
