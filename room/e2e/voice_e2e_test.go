@@ -683,7 +683,7 @@ func listeningUser(t testing.TB, lk *testenv.LiveKit, cfg room.Config, conv, ide
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &user{t: t}
+	u := &user{t: t, lk: lk, agent: cfg.AgentName}
 	var tracks []*lkmedia.PCMRemoteTrack
 	var mu sync.Mutex
 	cb := lksdk.NewRoomCallback()
