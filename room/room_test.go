@@ -167,13 +167,22 @@ func joinWith(t *testing.T, e *env, roomName, identity string, attrs map[string]
 func greeted(t *testing.T, e *env, roomName, identity string) *client {
 	t.Helper()
 	c := joinAs(t, e, roomName, identity)
+	c.awaitGreeting(e, roomName)
+	return c
+}
+
+// awaitGreeting waits for the bot's greeting in roomName. LiveKit learns
+// of a worker's registration after telling the worker, and drops a
+// dispatch made in between: after 5 s without a greeting the room is
+// dispatched to again, as an operator would, and the test says so.
+func (c *client) awaitGreeting(e *env, roomName string) {
+	c.t.Helper()
 	greeting := func(g []*wire.Envelope) bool { return count[*wire.Configuration](g) > 0 }
 	if _, ok := c.within(5*time.Second, greeting); !ok {
-		t.Logf("no greeting in 5 s: dispatching %s again", roomName)
-		e.lk.Dispatch(t, e.cfg.AgentName, roomName)
+		c.t.Logf("no greeting in 5 s: dispatching %s again", roomName)
+		e.lk.Dispatch(c.t, e.cfg.AgentName, roomName)
 	}
 	c.wait("greeting", greeting)
-	return c
 }
 
 func (c *client) add(payload []byte) {
@@ -511,6 +520,7 @@ func TestResumeAfterLiveKitRestart(t *testing.T) {
 	for _, env := range got {
 		lastSeen = max(lastSeen, -env.StanzaID)
 	}
+	botBefore := c.room.GetParticipantByIdentity(BotIdentity).SID()
 	c.room.Disconnect()
 	lk.Kill()
 	time.Sleep(time.Second)
@@ -529,6 +539,10 @@ func TestResumeAfterLiveKitRestart(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the bot never came back to the room")
 		}
+	}
+	// What tells the bot's rejoin from a resume: a new participant id.
+	if after := c2.room.GetParticipantByIdentity(BotIdentity).SID(); after == botBefore {
+		t.Fatalf("the bot is back under its old participant id %s", after)
 	}
 	c2.stanza = 100
 	c2.send(&wire.Configuration{ConversationID: "conv_restart", LastSequenceSeen: lastSeen})

@@ -44,14 +44,7 @@ func TestBotIsVisibleAsSoonAsItJoins(t *testing.T) {
 	}
 	t.Cleanup(c.room.Disconnect)
 	_ = c.room.RegisterByteStreamHandler(Topic, func(r *lksdk.ByteStreamReader, _ string) { c.add(r.ReadAll()) })
-	greeting := func(g []*wire.Envelope) bool { return count[*wire.Configuration](g) > 0 }
-	if _, ok := c.within(5*time.Second, greeting); !ok {
-		// LiveKit learns of a worker's registration after telling the
-		// worker, and drops a dispatch made in between.
-		t.Logf("no greeting in 5 s: dispatching %s again", roomName)
-		lk.Dispatch(t, e.cfg.AgentName, roomName)
-	}
-	c.wait("greeting", greeting)
+	c.awaitGreeting(e, roomName)
 	greetedAt := time.Since(start)
 	c.send(&wire.Configuration{Features: []string{wire.FeatureStreaming}})
 	q := c.send(&wire.UserMessage{ID: "m1", ConversationID: roomName, Content: "hello"})
