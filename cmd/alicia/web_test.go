@@ -225,7 +225,10 @@ func TestWebClient(t *testing.T) {
 	input := func(name, scenario string) map[string]any {
 		return map[string]any{"url": url, "key": key, "name": name, "scenario": scenario,
 			"question": "What is a lighthouse?", "question2": "And who keeps it?", "long": "Tell me a story, please.", "offlineMs": 2500,
-			"failing": "Please break.",
+			// It thinks for 8 s: long enough to be stopped while it thinks on
+			// a machine so busy that a click takes half a second.
+			"thinksLong": "How far is the moon?",
+			"failing":    "Please break.",
 			// A microphone without a person: Chromium's fake capture device,
 			// allowed without a prompt.
 			"chromiumArgs": []string{"--use-fake-device-for-media-stream", "--use-fake-ui-for-media-stream"}}

@@ -180,7 +180,7 @@ const scenarios = {
     await join(page, input);
     await setMode(page, 'full');
 
-    await ask(page, input.long);
+    await ask(page, input.thinksLong);
     await page.locator('[data-testid=step]').first().waitFor({ timeout });
     await page.getByRole('button', { name: 'Stop' }).click();
     const stoppedThinking = await stopped(page, 1);
