@@ -163,7 +163,7 @@ func (l *listener) onAudio(c chunk) bool {
 				l.speechStarted(ev, at)
 				plain = false
 			case SpeechConfirmed:
-				l.log.Debug("voice: the sound is speech", "message", l.cur.id, "after", ev.Speech)
+				l.log.Debug("voice: the sound is speech", "message", l.cur.id, "after", ev.Speech, "echo", l.suppressor)
 				l.hear.speechConfirmed(l.cur.id)
 			case SpeechEnded:
 				l.speechEnded(ev, at, fr)

@@ -1,6 +1,9 @@
 package echo
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // suppress decides what to do with the frame that ends with hop b, at t,
 // and does it: processed, the analyser's buffer holds the frame to
@@ -47,9 +50,12 @@ func (s *Suppressor) suppress(b []int16, t time.Time, quiet bool) (processed, re
 	}
 	share := unexplainedShare(&h.power, &h.judged, over)
 	switch {
-	case s.mode != locked || share < unexplained:
+	case s.mode != locked:
 		w.drift = drift{}
-	case s.realign(w, k, over, &h):
+	case s.realign(w, k, over, &h, share >= unexplained):
+		// The hops that looked like the user over the echo were the
+		// echo, come at another delay: the new one explains them all.
+		s.talked, over = math.MinInt64/2, echoOnlyOver
 		share = unexplainedShare(&h.power, &h.judged, over)
 	}
 	g, echoOnly, removed := gains(&h.power, &h.bins, &h.echoBins, s.noise(), share)

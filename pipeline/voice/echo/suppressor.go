@@ -1,6 +1,7 @@
 package echo
 
 import (
+	"log/slog"
 	"math"
 	"time"
 )
@@ -144,6 +145,21 @@ func (s *Suppressor) Delay() time.Duration {
 		return 0
 	}
 	return hopTime + samples(int64(s.late))
+}
+
+// LogValue is what the suppressor knows of the echo path, for a log
+// line about speech it let through: whether it found the path, the
+// echo's delay, and how clearly the delay estimator sees it.
+func (s *Suppressor) LogValue() slog.Value {
+	attrs := []slog.Attr{slog.String("path", [...]string{"unknown", "locked", "none"}[s.mode]), slog.Bool("active", s.active)}
+	if s.w != nil {
+		e := s.w.est
+		if e.delay >= 0 {
+			attrs = append(attrs, slog.Duration("delay", time.Duration(e.delay)*hopTime))
+		}
+		attrs = append(attrs, slog.Float64("correlation", math.Round(e.best*100)/100), slog.Float64("margin", math.Round(e.margin*100)/100))
+	}
+	return slog.GroupValue(attrs...)
 }
 
 // Echoing reports whether the audio that last came out of Process may
