@@ -108,9 +108,12 @@ func (s *Suppressor) realign(w *work, k int64, over float64, h *heardHop, unexpl
 	return true
 }
 
-// wide is whether the delays around l that explain as long as a far
-// move needs are farWidth or more next to each other.
+// wide is whether l and the delays around it that explain as long as a
+// far move needs are farWidth or more next to each other.
 func (dr *drift) wide(l int) bool {
+	if dr.run[l] < farConfirm {
+		return false
+	}
 	first, last := l, l
 	for first > 0 && dr.run[first-1] >= farConfirm {
 		first--
