@@ -2,6 +2,7 @@ package echo
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"testing"
@@ -142,6 +143,14 @@ func TestEchoFoundAndRemoved(t *testing.T) {
 			}
 			if c.rejected == 0 {
 				t.Error("no echo counted as rejected")
+			}
+			// What a log line about speech let through says of the path.
+			logged := map[string]slog.Value{}
+			for _, a := range c.s.LogValue().Group() {
+				logged[a.Key] = a.Value
+			}
+			if logged["path"].String() != "locked" || logged["delay"].Duration() != time.Duration(lag)*time.Millisecond {
+				t.Errorf("the suppressor logs itself as %v, with the path locked at %d ms", logged, lag)
 			}
 		})
 	}
