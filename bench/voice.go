@@ -171,16 +171,36 @@ func voiceRound(ctx context.Context, o options, n int, bin, dir string, lk *lkse
 	rep.speechCPU -= speechCPU0
 	rss1, _ := procRSS(pid)
 	rep.rssPer = float64(rss1-rss0) / float64(len(joined))
-	stages1, err := scrapeStages(ctx, b.api)
-	if err != nil {
-		return nil, err
-	}
-	rep.stages = stages1.since(stages0)
 	rep.users = len(joined)
 	for _, rs := range results {
 		rep.turns = append(rep.turns, rs...)
 	}
-	return rep, nil
+	rep.stages, err = scrapeTurns(ctx, b.api, stages0, rep.turns)
+	return rep, err
+}
+
+// scrapeTurns reads the bot's stage histograms since before once they
+// hold every turn whose answer was heard, or after ten seconds. The bot
+// reports a turn when its answer has played out and the conversation has
+// stored it, which a starved bot may do after the user heard the end.
+func scrapeTurns(ctx context.Context, api string, before stageHistograms, turns []voiceTurn) (stageHistograms, error) {
+	heard := 0
+	for _, t := range turns {
+		if t.firstAnswer > 0 {
+			heard++
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		now, err := scrapeStages(ctx, api)
+		if err != nil {
+			return nil, err
+		}
+		since := now.since(before)
+		if int(since["own"].count) >= heard || time.Now().After(deadline) || !sleepCtx(ctx, 100*time.Millisecond) {
+			return since, nil
+		}
+	}
 }
 
 // runVoice runs the voice benchmark at each of o.ns and prints each
