@@ -273,3 +273,68 @@ func BenchmarkSessionMemory(b *testing.B) {
 		wg.Wait()
 	}
 }
+
+// BenchmarkEchoMoves: how often an echo that moved mid-answer still
+// starts speech, by how far it moved. Each move is tried every half
+// second from 0.5 to 6 s into the answer, at the four delays and gains
+// (a move that would leave less than 20 ms of delay is not), as
+// TestEchoLaterMidAnswer tries a few. One iteration takes about two
+// minutes of CPU: run it with -benchtime 1x.
+func BenchmarkEchoMoves(b *testing.B) {
+	agent := agentVoice(b)
+	noise := speechtest.Noise(len(agent)*1000/agentRate+1000, voice.InputRate, 3)
+	moves := []time.Duration{-150, -120, -80, -40, 20, 40, 60, 100, 150, 250, 400}
+	type trial struct {
+		after, move time.Duration
+		path        speechtest.EchoPath
+	}
+	var trials []trial
+	for after := 500 * time.Millisecond; after <= 6*time.Second; after += 500 * time.Millisecond {
+		for _, p := range echoPaths {
+			for _, m := range moves {
+				if m *= time.Millisecond; p.Delay+m >= 20*time.Millisecond {
+					trials = append(trials, trial{after, m, p})
+				}
+			}
+		}
+	}
+	for b.Loop() {
+		started := map[time.Duration]int{}
+		var mu sync.Mutex
+		next := make(chan trial)
+		var wg sync.WaitGroup
+		for range runtime.GOMAXPROCS(0) {
+			wg.Go(func() {
+				for tr := range next {
+					split := int(tr.after * agentRate / time.Second)
+					now := speechtest.EchoPath{Delay: tr.path.Delay + tr.move, GainDB: tr.path.GainDB}
+					mic := speechtest.Mix(tr.path.Of(b, agent[:split], agentRate), now.Of(b, agent[split:], agentRate), split*voice.InputRate/agentRate, 0)
+					if h := hearMic(b, agent, speechtest.Mix(mic, noise, 0, 0), true); len(h.confirmed) > 0 {
+						mu.Lock()
+						started[tr.move]++
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		for _, tr := range trials {
+			next <- tr
+		}
+		close(next)
+		wg.Wait()
+		total := 0
+		for _, m := range moves {
+			m *= time.Millisecond
+			n := 0
+			for _, tr := range trials {
+				if tr.move == m {
+					n++
+				}
+			}
+			b.Logf("moved %+v: %d of %d started speech", m, started[m], n)
+			total += started[m]
+		}
+		b.ReportMetric(float64(total), "started")
+		b.ReportMetric(float64(len(trials)), "moves")
+	}
+}

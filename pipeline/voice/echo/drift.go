@@ -30,9 +30,20 @@ const (
 // delay whose taps cover its own, while the one far delay that explained
 // a user's question over a speakerphone's loud echo (-3 dB) by chance,
 // and took it for echo, stood alone (TestUserHeardOverEcho).
+//
+// The far delays are judged with the margin of echo alone (echoOnlyOver)
+// for goneHold hops (500 ms) after the locked delay's echo was due and
+// did not come: where an echo that moved left its old delay. Judged with
+// the stricter margin its own first hops had set (double talk), an echo
+// 150 ms later broke every far run within two hops, and went through as
+// speech for 150 ms before runs begun afresh were long enough. With the
+// looser margin at all times, a user's "Stop" in the agent's own voice,
+// at -3 dB under it, was explained at seven far delays next to each
+// other for 80 ms and removed (TestBargeInOverEcho).
 const (
 	farConfirm = 8
 	farWidth   = 4
+	goneHold   = 50
 )
 
 // drift counts, for each delay, the hops that the locked delay left
@@ -55,14 +66,13 @@ type drift struct {
 }
 
 // realign judges a hop with sound against the delays other than the
-// locked one. Once a delay has explained driftConfirm hops the locked
-// one did not (farConfirm away from the locked one), and all hops with
-// sound since, the path moves to the middle of the delays that did (a
-// later one of two), h is predicted there, and realign says it moved.
+// locked one, over is the margin it is judged with. Once the delays that
+// explained the hops the locked one did not, and all hops with sound
+// since, show where the echo moved (target), the path moves there, gains
+// and all, h is predicted there, and realign says it moved.
 // unexplainedHop: the locked delay leaves this hop unexplained.
 func (s *Suppressor) realign(w *work, k int64, over float64, h *heardHop, unexplainedHop bool) bool {
 	d := w.est.delay
-	longest := uint8(0)
 	for l := range w.drift.run {
 		r := &w.drift.run[l]
 		if l == d || (*r == 0 && !unexplainedHop) {
@@ -71,35 +81,19 @@ func (s *Suppressor) realign(w *work, k int64, over float64, h *heardHop, unexpl
 			continue
 		}
 		echo := w.path.bandsAt(w.refs, k, l)
+		margin := over
+		if !near(l-d) && s.taken-s.gone <= goneHold*hop {
+			margin = echoOnlyOver
+		}
 		switch {
-		case unexplainedShare(&h.power, &echo, over) >= unexplained:
+		case unexplainedShare(&h.power, &echo, margin) >= unexplained:
 			*r = 0
 		case unexplainedHop && *r < 255:
 			*r++
 		}
-		if int(*r) >= confirmAt(l-d) {
-			longest = max(longest, *r)
-		}
 	}
-	if longest == 0 {
-		return false
-	}
-	first, last := -1, -1
-	for l, r := range w.drift.run {
-		if r == longest && int(r) >= confirmAt(l-d) {
-			if first < 0 {
-				first = l
-			}
-			last = l
-		}
-	}
-	l := (first + last + 1) / 2
-	if l == d {
-		// The delays that explain it lie on both sides of the locked
-		// one: the echo has not moved.
-		return false
-	}
-	if !near(l-d) && !w.drift.wide(l) {
+	l, ok := w.drift.target(d)
+	if !ok {
 		return false
 	}
 	w.est.shift(l - d)
@@ -107,6 +101,79 @@ func (s *Suppressor) realign(w *work, k int64, over float64, h *heardHop, unexpl
 	h.echo, h.bound, h.judged = w.path.predict(w.refs, k, l, &h.echoBins)
 	return true
 }
+
+// target is where the echo moved from the locked delay d, if the runs
+// tell. The delays next to each other with runs (blockRun and up) make a
+// block, and an echo that moved lights up a whole block: which delay in
+// it explains a hop best is chance, and so is where the longest runs
+// are. Moved to the middle of the longest runs of the delays near d, an
+// echo 150 ms later was followed to the edge of the near delays, 70 ms
+// short of it, and went on through as the user's voice; an echo 80 ms
+// sooner was followed to 60 ms short of it. So the path moves to the
+// block's centre, each delay weighed by its run: at driftConfirm if the
+// block reaches the near delays, at farConfirm and only if farWidth of
+// its delays explained as long otherwise. A block wider than blockMax
+// (120 ms) is sound that most delays explain, which says little of where
+// the echo went: it is judged by its near delays alone, as before blocks
+// (judged whole, one 300 ms wide moved the path 160 ms past an echo
+// 40 ms later). Of two blocks, the one with the longer run wins (the
+// wider of equals); a block around d says the echo has not moved.
+func (dr *drift) target(d int) (int, bool) {
+	best, bestRun, bestWidth := -1, uint8(0), 0
+	for first := 0; first <= maxLag; {
+		if !dr.counts(first, d) {
+			first++
+			continue
+		}
+		last := first
+		for last < maxLag && dr.counts(last+1, d) {
+			last++
+		}
+		width := last - first + 1
+		reaches := near(first-d) || near(last-d)
+		from, to := first, last
+		if reaches && width > blockMax {
+			from, to = max(first, d-driftEarlier), min(last, d+driftLater)
+		}
+		l, longest := dr.centre(from, to)
+		ok := (first > d || last < d) && (reaches && longest >= driftConfirm || longest >= farConfirm && dr.wide(l))
+		if ok && (longest > bestRun || longest == bestRun && width > bestWidth) {
+			best, bestRun, bestWidth = l, longest, width
+		}
+		first = last + 1
+	}
+	return best, best >= 0
+}
+
+// centre is the delay at the centre of the block first to last, each
+// weighed by its run (a later one of two), and the block's longest run.
+func (dr *drift) centre(first, last int) (l int, longest uint8) {
+	sum, weighted := 0, 0
+	for l := first; l <= last; l++ {
+		r := dr.run[l]
+		longest = max(longest, r)
+		sum += int(r)
+		weighted += l * int(r)
+	}
+	return (weighted + sum/2) / max(sum, 1), longest
+}
+
+// counts is whether delay l belongs to a block: its run reached
+// blockRun, or it is the locked delay d with such runs on both sides.
+// Cut only where runs are shorter than driftConfirm, the block of an
+// echo 150 ms later fell apart at two delays that had missed a hop, and
+// its near part, alone, moved the path short of the echo.
+func (dr *drift) counts(l, d int) bool {
+	if l == d {
+		return l > 0 && l < maxLag && dr.run[l-1] >= blockRun && dr.run[l+1] >= blockRun
+	}
+	return dr.run[l] >= blockRun
+}
+
+const (
+	blockRun = driftConfirm / 2
+	blockMax = 12
+)
 
 // wide is whether l and the delays around it that explain as long as a
 // far move needs are farWidth or more next to each other.
@@ -122,15 +189,6 @@ func (dr *drift) wide(l int) bool {
 		last++
 	}
 	return last-first+1 >= farWidth
-}
-
-// confirmAt is how many hops a delay off hops from the locked one must
-// explain that the locked one did not, before the path moves there.
-func confirmAt(off int) int {
-	if near(off) {
-		return driftConfirm
-	}
-	return farConfirm
 }
 
 // near is whether a delay off hops from the locked one is where a

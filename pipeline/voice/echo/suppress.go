@@ -121,7 +121,7 @@ func (s *Suppressor) predict(w *work, k int64, quiet bool, h *heardHop) bool {
 		return true
 	case locked:
 		h.echo, h.bound, h.judged = w.path.predict(w.refs, k, w.est.delay, &h.echoBins)
-		s.lockedHop(&h.echo, quiet)
+		s.lockedHop(&h.echo, &h.power, quiet)
 		return !quiet && s.mode == locked
 	}
 	return false
@@ -174,11 +174,17 @@ func (s *Suppressor) unknownHop(refs *refCache, k int64, quiet bool) {
 
 // lockedHop drops a known path whose echo stopped coming: its predicted
 // echo is well above the microphone's noise and the microphone is quiet.
-func (s *Suppressor) lockedHop(echo *powers, quiet bool) {
+// It also notes the hop (gone) when the echo due was not there, quiet or
+// far under its prediction: where an echo that moved left its old delay.
+func (s *Suppressor) lockedHop(echo, heard *powers, quiet bool) {
+	due := echo.total() > 100*max(s.floor.level(), minLevel*minLevel)
+	if due && (quiet || heard.total()*echoOnlyOver < echo.total()) {
+		s.gone = s.taken
+	}
 	switch {
 	case !quiet:
 		s.missing = 0
-	case echo.total() > 100*max(s.floor.level(), minLevel*minLevel):
+	case due:
 		s.missing++
 	}
 	if s.missing >= missingMax {

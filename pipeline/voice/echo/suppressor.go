@@ -66,8 +66,9 @@ type Suppressor struct {
 	quietRun, soundHops, unknownHops, missing int
 	stretch                                   stretch
 	// talked is the hop (as taken) the user was last heard over the
-	// echo.
-	talked int64
+	// echo; gone the last one the echo due at the locked delay was not
+	// there.
+	talked, gone int64
 	// w is the analysis, made at the first hop that needs it; wants:
 	// the reference keeps its audio for this microphone.
 	w     *work
@@ -120,7 +121,7 @@ func NewSuppressor(ref *Reference, cfg Config) *Suppressor {
 		cfg.MinSound = defaultMinSoundMs * time.Millisecond
 	}
 	s := &Suppressor{ref: ref, minSound: int(cfg.MinSound / hopTime), plain: true, direct: true,
-		floor: newNoiseFloor(), out: make([]int16, 0, 2*frame), talked: math.MinInt64 / 2}
+		floor: newNoiseFloor(), out: make([]int16, 0, 2*frame), talked: math.MinInt64 / 2, gone: math.MinInt64 / 2}
 	s.keep(true) // until it knows whether the microphone echoes
 	return s
 }
