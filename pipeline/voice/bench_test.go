@@ -306,10 +306,7 @@ func BenchmarkEchoMoves(b *testing.B) {
 		for range runtime.GOMAXPROCS(0) {
 			wg.Go(func() {
 				for tr := range next {
-					split := int(tr.after * agentRate / time.Second)
-					now := speechtest.EchoPath{Delay: tr.path.Delay + tr.move, GainDB: tr.path.GainDB}
-					mic := speechtest.Mix(tr.path.Of(b, agent[:split], agentRate), now.Of(b, agent[split:], agentRate), split*voice.InputRate/agentRate, 0)
-					if h := hearMic(b, agent, speechtest.Mix(mic, noise, 0, 0), true); len(h.confirmed) > 0 {
+					if h := hearMic(b, agent, movedEcho(b, agent, noise, tr.path, tr.after, tr.move), true); len(h.confirmed) > 0 {
 						mu.Lock()
 						started[tr.move]++
 						mu.Unlock()

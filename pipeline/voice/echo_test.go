@@ -269,8 +269,6 @@ func TestEchoLaterMidAnswer(t *testing.T) {
 	far := append([]time.Duration{-80 * time.Millisecond, -40 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond}, near...)
 	further := []time.Duration{-150 * time.Millisecond, -120 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond, 250 * time.Millisecond}
 	for after, moves := range map[time.Duration][]time.Duration{time.Second: near, 2500 * time.Millisecond: far, 3 * time.Second: further, 4 * time.Second: far} {
-		split := int(after * agentRate / time.Second) // the agent's audio sent before the buffer grew
-		at := split * voice.InputRate / agentRate
 		for _, p := range echoPaths {
 			for _, later := range moves {
 				if p.Delay+later < 20*time.Millisecond {
@@ -278,10 +276,7 @@ func TestEchoLaterMidAnswer(t *testing.T) {
 				}
 				t.Run(fmt.Sprintf("%v/%s%+v", after, echoName(p), later), func(t *testing.T) {
 					t.Parallel()
-					now := speechtest.EchoPath{Delay: p.Delay + later, GainDB: p.GainDB}
-					mic := speechtest.Mix(p.Of(t, agent[:split], agentRate), now.Of(t, agent[split:], agentRate), at, 0)
-					mic = speechtest.Mix(mic, noise, 0, 0)
-					clean := hearMic(t, agent, mic, true)
+					clean := hearMic(t, agent, movedEcho(t, agent, noise, p, after, later), true)
 					if len(clean.confirmed) != 0 {
 						t.Errorf("the moved echo was confirmed as speech at %v", seconds(clean.confirmed))
 					}
@@ -289,6 +284,16 @@ func TestEchoLaterMidAnswer(t *testing.T) {
 			}
 		}
 	}
+}
+
+// movedEcho is a speakerphone's microphone, noise and all, when the echo
+// of the agent's voice on path p moves by move after the first after of
+// the voice was sent.
+func movedEcho(t testing.TB, agent, noise []int16, p speechtest.EchoPath, after, move time.Duration) []int16 {
+	split := int(after * agentRate / time.Second)
+	now := speechtest.EchoPath{Delay: p.Delay + move, GainDB: p.GainDB}
+	mic := speechtest.Mix(p.Of(t, agent[:split], agentRate), now.Of(t, agent[split:], agentRate), split*voice.InputRate/agentRate, 0)
+	return speechtest.Mix(mic, noise, 0, 0)
 }
 
 func seconds(samples []int) []string {

@@ -7,10 +7,10 @@ package echo
 // second or so later; until then the echo's syllables were predicted
 // before they came, and what was left of them started speech that paused
 // the agent (TestEchoLaterMidAnswer). A hop the locked delay does not
-// explain is therefore tried at the delays around it: a delay that
-// explains driftConfirm such hops (40 ms), and every hop with sound
-// between them, is where the echo now comes, and the path moves there,
-// gains and all. A user's voice may
+// explain is therefore tried at the delays around it: where delays
+// explain driftConfirm such hops (40 ms), and every hop with sound
+// between them, is where the echo now comes (target), and the path moves
+// there, gains and all. A user's voice may
 // sit under the agent's at some lag for a hop or two: confirmed on two
 // hops, a barge-in was heard 220 to 600 ms late in 4 of 24 runs of
 // TestBargeInOverEcho's settings; on four, a point came 80 ms late in 2
