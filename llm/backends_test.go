@@ -292,13 +292,16 @@ func flavorOf(profile string) llm.Flavor {
 }
 
 // llama.cpp sends ":" keep-alive comments during a long prefill; they
-// must neither break the stream nor count as data.
+// must neither break the stream nor count as data. The prefill outlasts
+// the idle timeout, which only the pings (every second) keep from
+// firing; 500 ms of slack between a ping and the timeout, because 100 ms
+// was less than a loaded CI machine's delay once.
 func TestKeepAliveDuringLongPrefill(t *testing.T) {
 	s, _ := standin.New([]standin.Scenario{{Name: "slow", Rounds: []standin.Round{{Reasoning: []string{"Hm."}, Answer: "Done."}},
-		Pacing: &standin.Pacing{TTFTMs: 1300}}}, standin.Pacing{}, nil)
+		Pacing: &standin.Pacing{TTFTMs: 2500}}}, standin.Pacing{}, nil)
 	ts := httptest.NewServer(s.Handler())
 	defer ts.Close()
-	client, _ := llm.New(llm.Config{Backend: "openai", URL: ts.URL + "/llamacpp/v1", Model: "Qwen3-8B", IdleTimeout: 1100 * time.Millisecond})
+	client, _ := llm.New(llm.Config{Backend: "openai", URL: ts.URL + "/llamacpp/v1", Model: "Qwen3-8B", IdleTimeout: 1500 * time.Millisecond})
 	got := summary(collect(t, client, &llm.Request{Thinking: true, Messages: user("anything")}))
 	want := []string{"reasoning: Hm.", "text: Done.", "usage", "finish: stop"}
 	if !slices.Equal(got, want) {
