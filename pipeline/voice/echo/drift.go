@@ -37,9 +37,10 @@ const (
 // the stricter margin its own first hops had set (double talk), an echo
 // 150 ms later broke every far run within two hops, and went through as
 // speech for 150 ms before runs begun afresh were long enough. With the
-// looser margin at all times, a user's "Stop" in the agent's own voice,
-// at -3 dB under it, was explained at seven far delays next to each
-// other for 80 ms and removed (TestBargeInOverEcho).
+// looser margin at all times, or for near delays too, a user's question
+// or "Stop" in the agent's own voice, at -3 dB under it, was explained at
+// five to seven far delays next to each other for 80 ms and removed
+// (TestUserHeardOverEcho, TestBargeInOverEcho).
 const (
 	farConfirm = 8
 	farWidth   = 4
