@@ -16,15 +16,15 @@ func (s *Stage) SpeakTurn(t Turn) { s.speak(t) }
 // State is the agent's state as last published, answered by Run's
 // goroutine after everything handed to it before: a barrier.
 func (s *Stage) State(ctx context.Context) State {
-	var st State
-	s.do(ctx, func(l *loop) { st = l.state })
+	st, _ := ask(ctx, s, func(l *loop) State { return l.state })
 	return st
 }
 
 // Stop stops as a barge-in or a ControlStop of kind does, and returns once
 // done.
 func (s *Stage) Stop(ctx context.Context, kind wire.StopType) bool {
-	return s.do(ctx, func(l *loop) { l.stop(kind) })
+	_, ok := ask(ctx, s, func(l *loop) struct{} { l.stop(kind); return struct{}{} })
+	return ok
 }
 
 // Hold keeps Run's goroutine busy until release is called: what is handed

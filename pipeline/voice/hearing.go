@@ -62,7 +62,6 @@ func (h loopHearing) endOfSpeech(id string, heard heardAt) {
 	h.s.post(func(l *loop) { l.speechEnded(id, heard) })
 }
 
-func (h loopHearing) finalTranscript(ctx context.Context, id, speaker, text string, at time.Time) (q question, ok bool) {
-	ok = h.s.do(ctx, func(l *loop) { q = l.recognised(id, speaker, text, at) })
-	return q, ok
+func (h loopHearing) finalTranscript(ctx context.Context, id, speaker, text string, at time.Time) (question, bool) {
+	return ask(ctx, h.s, func(l *loop) question { return l.recognised(id, speaker, text, at) })
 }

@@ -205,18 +205,21 @@ func (s *Stage) Run(ctx context.Context) {
 // post hands f to Run without waiting; once Run is gone it is never run.
 func (s *Stage) post(f func(*loop)) { s.events.Push(f, 0) }
 
-// do runs f on Run's goroutine and waits for it.
-func (s *Stage) do(ctx context.Context, f func(*loop)) bool {
-	ran := make(chan struct{})
-	s.post(func(l *loop) { f(l); close(ran) })
+// ask runs f on s's Run goroutine and waits for its result; false when
+// the stage or ctx ended first. The result comes back over a channel,
+// never through a variable f shares with the caller: f may still run
+// after the caller gave up waiting.
+func ask[T any](ctx context.Context, s *Stage, f func(*loop) T) (T, bool) {
+	res := make(chan T, 1)
+	s.post(func(l *loop) { res <- f(l) })
 	select {
-	case <-ran:
-		return true
+	case v := <-res:
+		return v, true
 	case <-s.done:
-		return false
 	case <-ctx.Done():
-		return false
 	}
+	var zero T
+	return zero, false
 }
 
 func (l *loop) setState(st State) {
