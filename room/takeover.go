@@ -16,9 +16,12 @@ import (
 // without saying goodbye — its process was killed, or lost its network —
 // while a user is still there and no other bot is, it asks LiveKit to
 // dispatch the agent again: a live worker takes the conversation over
-// from storage, without the user doing anything. A bot that stops
-// cleanly leaves with CLIENT_INITIATED and has already re-dispatched its
-// rooms itself (handOver), so those departures are left alone.
+// from storage, without the user doing anything. Two departures are
+// left alone: a bot that stops cleanly leaves with CLIENT_INITIATED and
+// has already re-dispatched its rooms itself (handOver), and a bot that
+// leaves with DUPLICATE_IDENTITY was pushed out by the bot that took its
+// room over, which LiveKit may not list yet: dispatching another then
+// pushes that one out in the middle of its handshake.
 func (a *Agent) WebhookHandler() http.Handler {
 	keys := auth.NewSimpleKeyProvider(a.cfg.APIKey, a.cfg.APISecret)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -28,14 +31,19 @@ func (a *Agent) WebhookHandler() http.Handler {
 			return
 		}
 		p := ev.GetParticipant()
-		if ev.GetEvent() != webhook.EventParticipantLeft || p.GetKind() != livekit.ParticipantInfo_AGENT ||
-			p.GetDisconnectReason() == livekit.DisconnectReason_CLIENT_INITIATED {
+		if ev.GetEvent() != webhook.EventParticipantLeft || p.GetKind() != livekit.ParticipantInfo_AGENT || !lost(p.GetDisconnectReason()) {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
 		a.takeOver(r.Context(), ev.GetRoom().GetName(), p)
 		w.WriteHeader(http.StatusNoContent)
 	})
+}
+
+// lost: a bot that left for reason left nobody to serve its room in its
+// place.
+func lost(reason livekit.DisconnectReason) bool {
+	return reason != livekit.DisconnectReason_CLIENT_INITIATED && reason != livekit.DisconnectReason_DUPLICATE_IDENTITY
 }
 
 // takeOver dispatches the agent to a room whose bot vanished, if a user
