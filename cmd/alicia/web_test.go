@@ -1012,7 +1012,7 @@ const queuedScript = `(async () => {
     };
   });
   const statusAtEnter = c.state.status;
-  const agentAtEnter = c.agentPresent();
+  const agentAtEnter = c.agentSid() !== '';
   await typeAndEnter(%q);
   const boxAfterEnter = box.value;
   await typeAndEnter(%q);

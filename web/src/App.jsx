@@ -257,6 +257,11 @@ function Answer({ attempt, mode }) {
         </p>
       )}
       {attempt.failed && <p className="note muted">This answer failed before it was complete.</p>}
+      {attempt.interrupted && (
+        <p className="note muted" data-testid="cut-short">
+          This answer was cut short: the server writing it stopped.
+        </p>
+      )}
     </div>
   );
 }

@@ -103,7 +103,8 @@ export class Conversation {
     this.stats = { received: {}, applied: {} };
     this.seen = new Set();
     this.configured = false; // our Configuration went out on this connection
-    this.agentAtConfig = false;
+    // The bot our Configuration went to (its participant sid; '' for none).
+    this.agentAtConfig = '';
     this.greetTimer = null;
     this.awaiting = null; // the queued message sent last, until its answer ends
     this.awaitTimer = null;
@@ -179,7 +180,10 @@ export class Conversation {
         if (topic === Topic || topic === undefined || topic === '') this.receive(payload);
       })
       .on(RoomEvent.ParticipantConnected, (p) => {
-        if (p.kind === ParticipantKind.AGENT && !this.configured) this.scheduleFallback();
+        // A bot that came after this page configured itself (one that took
+        // the conversation over) must be told too: its greeting is answered
+        // (onConfiguration), or, if the greeting came first, after the wait.
+        if (p.kind === ParticipantKind.AGENT) this.scheduleFallback();
       })
       .on(RoomEvent.Reconnecting, () => this.set({ status: 'reconnecting' }))
       .on(RoomEvent.SignalReconnecting, () => this.set({ status: 'reconnecting' }))
@@ -231,16 +235,17 @@ export class Conversation {
   scheduleFallback() {
     clearTimeout(this.greetTimer);
     this.greetTimer = setTimeout(() => {
-      if (!this.configured && this.agentPresent()) this.configure();
+      const bot = this.agentSid();
+      if (bot && (!this.configured || bot !== this.agentAtConfig)) this.configure();
     }, greetingWait);
   }
 
-  agentPresent() {
-    if (!this.room) return false;
-    for (const p of this.room.remoteParticipants.values()) {
-      if (p.kind === ParticipantKind.AGENT) return true;
+  // agentSid is the bot's participant sid, '' while no bot is in the room.
+  agentSid() {
+    for (const p of this.room?.remoteParticipants.values() ?? []) {
+      if (p.kind === ParticipantKind.AGENT) return p.sid;
     }
-    return false;
+    return '';
   }
 
   close() {
@@ -274,7 +279,7 @@ export class Conversation {
   // the last server stanza seen so that the server replays what came after.
   configure() {
     this.configured = true;
-    this.agentAtConfig = this.agentPresent();
+    this.agentAtConfig = this.agentSid();
     this.configStanza = this.send(T.Configuration, {
       conversationId: this.state.conversationId,
       lastSequenceSeen: this.counters().lastSeen,
@@ -486,9 +491,12 @@ export class Conversation {
       this.set({ mode });
       save('alicia.mode.' + this.identity, mode);
       this.configure();
-    } else if (!this.agentAtConfig) {
-      // Our Configuration went out before the bot was in the room and
-      // reached nobody; this is the bot's greeting: answer it.
+    } else if (this.agentAtConfig !== this.agentSid()) {
+      // Our Configuration went out before this bot was in the room: to
+      // nobody, or to a bot that has since been replaced, as when its
+      // process died and another took the conversation over. This is the
+      // new bot's greeting: answer it, resuming, which also tells this page
+      // of an answer the old bot left unfinished.
       this.configure();
     } else {
       this.set({ mode });
@@ -504,6 +512,21 @@ export class Conversation {
         const t = turns.find((x) => x.id === b.acknowledgedMessageId);
         if (t) t.pending = false;
       });
+    }
+    if (b.notes === 'interrupted') {
+      // The process writing that answer died; the bot that took the
+      // conversation over stored it as it was. It will not go on.
+      let ended = null;
+      this.updateTurns((turns) => {
+        const t = turns.find((x) => x.attempts.some((a) => a.answerId === b.acknowledgedMessageId));
+        if (!t) return;
+        const a = t.attempts.find((x) => x.answerId === b.acknowledgedMessageId);
+        a.interrupted = true;
+        a.done = true;
+        t.ended = true;
+        ended = t.id;
+      });
+      if (ended !== null && ended === this.awaiting) this.stopAwaiting();
     }
     if (b.notes === 'stopped' || b.notes === 'nothing to stop') {
       this.set({ stopping: false });
@@ -713,6 +736,7 @@ export class Conversation {
         a.done = m.status !== 'streaming';
         a.stopped = m.status === 'stopped';
         a.failed = m.status === 'failed';
+        a.interrupted = m.status === 'interrupted';
         for (const s of m.reasoning || []) {
           a.steps[s.id] = { id: s.id, index: s.stepIndex, content: s.content, partial: false };
         }

@@ -411,6 +411,31 @@ const scenarios = {
     const resumed = await answered(page, 2);
     return { before, final, sentences, resumed, pageStats: await page.evaluate(() => window.alicia.stats), packets: await captured(page), shots: [dropShot] };
   },
+
+  // The process serving the conversation is killed while the long answer
+  // streams (the page says when to input.signal) and another takes the
+  // conversation over: the answer ends on the page as cut short, and the
+  // next question is answered.
+  async takeover({ input, newPage }) {
+    const page = await newPage(desktop);
+    await page.addInitScript(installAnswerOf);
+    await join(page, input);
+    await ask(page, input.long);
+    const last = () => window.__answerOf([...document.querySelectorAll('.turn')].at(-1));
+    await page.waitForFunction(`(${last})()?.text.length > 0`, null, { timeout });
+    await fetch(input.signal, { method: 'POST' });
+    const killed = await page.waitForFunction(`(() => { const a = (${last})(); return a?.done && a; })()`, null, { timeout: 90_000 })
+      .then((h) => h.jsonValue(), async (e) => {
+        throw new Error(`the killed answer never ended on the page, which shows ${JSON.stringify(await page.evaluate(last))}: ${e.message}`);
+      });
+    await ask(page, input.question);
+    const next = await page.waitForFunction(`(() => {
+      const turns = document.querySelectorAll('.turn');
+      const a = turns.length >= 2 && window.__answerOf(turns[turns.length - 1]);
+      return a?.done && a.text && a;
+    })()`, null, { timeout }).then((h) => h.jsonValue());
+    return { killed, next };
+  },
 };
 
 run(async (ctx) => {

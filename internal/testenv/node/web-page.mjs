@@ -32,6 +32,7 @@ export const installAnswerOf = () => {
       interrupted: Boolean(a.querySelector('[data-testid=interrupted]')),
       stopped: a.textContent.includes('Stopped.'),
       failed: a.textContent.includes('This answer failed'),
+      cutShort: Boolean(a.querySelector('[data-testid=cut-short]')),
     };
   };
 };
