@@ -50,7 +50,17 @@ func twoNodes(t *testing.T, key string) []*lkserver.Server {
 // test's bots, and returns the bots' settings for them and the database.
 func botBackends(t *testing.T) (env []string, dbURL string) {
 	t.Helper()
-	sv, _ := standin.New(nil, standin.RealisticPacing, nil)
+	return botBackendsWith(t, nil, standin.RealisticPacing)
+}
+
+// botBackendsWith is botBackends with the stand-in's scenarios (before
+// its default one) and pacing.
+func botBackendsWith(t *testing.T, scenarios []standin.Scenario, pacing standin.Pacing) (env []string, dbURL string) {
+	t.Helper()
+	sv, err := standin.New(scenarios, pacing, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	model := httptest.NewServer(sv.Handler())
 	t.Cleanup(model.Close)
 	dbURL = testenv.Database(t)

@@ -41,17 +41,10 @@ func TestWebPageThroughATakeover(t *testing.T) {
 	const answer = "A lighthouse warns ships away from the rocks."
 	// 40 ms a token: the story streams for about 15 s, long enough to be
 	// killed in the middle of on a busy machine.
-	sv, err := standin.New([]standin.Scenario{
+	env, dbURL := botBackendsWith(t, []standin.Scenario{
 		{Name: "story", Match: "(?i)story", Rounds: []standin.Round{{Answer: strings.Join(story, " ")}}},
 		{Name: "lighthouse", Match: "(?i)lighthouse", Rounds: []standin.Round{{Answer: answer}}},
-	}, standin.Pacing{TTFTMs: 50, TokenMs: 40}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	model := httptest.NewServer(sv.Handler())
-	t.Cleanup(model.Close)
-	dbURL := testenv.Database(t)
-	env := []string{"ALICIA_DATABASE_URL=" + dbURL, "ALICIA_LLM_BACKEND=openai", "ALICIA_LLM_URL=" + model.URL + "/vllm/v1", "ALICIA_LLM_MODEL=Qwen3-8B"}
+	}, standin.Pacing{TTFTMs: 50, TokenMs: 40})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	a, err := startBot(ctx, bin, t.TempDir(), node, env)
