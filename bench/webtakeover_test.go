@@ -65,11 +65,6 @@ func TestWebPageThroughATakeover(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(signal.Close)
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
 	killed, finished := make(chan error, 1), make(chan struct{})
 	// However the test ends, the goroutine is stopped and waited for.
 	defer func() {
@@ -117,6 +112,11 @@ func TestWebPageThroughATakeover(t *testing.T) {
 	if got := strings.Join(strings.Fields(r.Next.Text), " "); !r.Next.Done || got != answer {
 		t.Errorf("the next answer shows %+v", r.Next)
 	}
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
 	var status string
 	if err := conn.QueryRow(ctx, `SELECT status FROM alicia_messages WHERE id = $1`, r.Killed.ID).Scan(&status); err != nil || status != "interrupted" {
 		t.Errorf("the killed answer %s is stored %q (%v)", r.Killed.ID, status, err)
