@@ -80,8 +80,10 @@ func hearMic(t testing.TB, agent, mic []int16, suppress bool) heard {
 					h.starts = append(h.starts, pos)
 				case voice.SpeechConfirmed:
 					h.confirmed = append(h.confirmed, pos)
+					s.Hold(true)
 				case voice.SpeechEnded:
 					h.utterances = append(h.utterances, ev.Audio)
+					s.Hold(false)
 				}
 			}
 		}

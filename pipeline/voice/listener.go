@@ -165,7 +165,9 @@ func (l *listener) onAudio(c chunk) bool {
 			case SpeechConfirmed:
 				l.log.Debug("voice: the sound is speech", "message", l.cur.id, "after", ev.Speech, "echo", l.suppressor)
 				l.hear.speechConfirmed(l.cur.id)
+				l.suppressor.Hold(true)
 			case SpeechEnded:
+				l.suppressor.Hold(false)
 				l.speechEnded(ev, at, fr)
 				plain = false
 			}

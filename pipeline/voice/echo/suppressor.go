@@ -73,6 +73,8 @@ type Suppressor struct {
 	// the reference keeps its audio for this microphone.
 	w     *work
 	wants bool
+	// held: the user's speech is under way (Hold).
+	held bool
 }
 
 // mode is what a Suppressor knows of the echo path.
@@ -162,6 +164,11 @@ func (s *Suppressor) LogValue() slog.Value {
 	}
 	return slog.GroupValue(attrs...)
 }
+
+// Hold says whether the microphone carries the user's speech, as the
+// endpointer confirmed it, from now on: while it does, the echo path is
+// not moved far on what the microphone hears (drift.go).
+func (s *Suppressor) Hold(speech bool) { s.held = speech }
 
 // Echoing reports whether the audio that last came out of Process may
 // hold what is left of the agent's echo: the agent talked lately, and the
