@@ -73,12 +73,18 @@ func botOnEach(ctx context.Context, t *testing.T, bin string, nodes []*lkserver.
 	t.Helper()
 	bots := make([]*bot, len(nodes))
 	for i, n := range nodes {
-		b, err := startBot(ctx, bin, t.TempDir(), n, env)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(b.stop)
-		bots[i] = b
+		bots[i] = serveBot(ctx, t, bin, n, env)
 	}
 	return bots
+}
+
+// serveBot starts alicia serve on lk, stopped when the test ends.
+func serveBot(ctx context.Context, t *testing.T, bin string, lk *lkserver.Server, env []string) *bot {
+	t.Helper()
+	b, err := startBot(ctx, bin, t.TempDir(), lk, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.stop)
+	return b
 }

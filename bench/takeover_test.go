@@ -46,11 +46,7 @@ func TestKilledWorkerIsTakenOver(t *testing.T) {
 	defer cancel()
 
 	// Worker A alone takes every room; B starts afterwards.
-	a, err := startBot(ctx, bin, t.TempDir(), node, env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.stop)
+	a := serveBot(ctx, t, bin, node, env)
 	const n = 4
 	features := []string{wire.FeatureStreaming, wire.FeatureReasoningSteps}
 	users := make([]*user, n)
@@ -70,11 +66,7 @@ func TestKilledWorkerIsTakenOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.stop)
-	c, err := startBot(ctx, bin, t.TempDir(), node, env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.stop)
+	c := serveBot(ctx, t, bin, node, env)
 
 	// Mid-answer: every user has a reasoning step of its second question.
 	froms := make([]int, n)

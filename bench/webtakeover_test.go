@@ -47,11 +47,7 @@ func TestWebPageThroughATakeover(t *testing.T) {
 	}, standin.Pacing{TTFTMs: 50, TokenMs: 40})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	a, err := startBot(ctx, bin, t.TempDir(), node, env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(a.stop)
+	a := serveBot(ctx, t, bin, node, env)
 
 	// Once the page shows the story streaming (its script says so), a
 	// second process starts and the first is killed: the second is the
