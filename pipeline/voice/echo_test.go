@@ -130,6 +130,40 @@ func TestEchoStartsNoSpeech(t *testing.T) {
 	}
 }
 
+// The thinking cue before the first answer, on a speakerphone: while the
+// suppressor does not know the path yet, the cue's tone is all it has of
+// the agent, and its echo follows the agent's band levels poorly. Two
+// pulses of it or more must not make the microphone pass for one without
+// echo: the answer's echo after the cue starts no speech.
+func TestEchoAfterTheThinkingCue(t *testing.T) {
+	answer := agentVoice(t)
+	for _, cue := range []time.Duration{1500 * time.Millisecond, 2500 * time.Millisecond} {
+		agent := append(voice.CueTone(int(cue*agentRate/time.Second)), answer...)
+		noise := speechtest.Noise(len(agent)*1000/agentRate+1000, voice.InputRate, 3)
+		for _, p := range []speechtest.EchoPath{
+			{Delay: 50 * time.Millisecond, GainDB: -10},
+			{Delay: 100 * time.Millisecond, GainDB: -16},
+			{Delay: 150 * time.Millisecond, GainDB: -16},
+			{Delay: 300 * time.Millisecond, GainDB: -10},
+		} {
+			t.Run(fmt.Sprintf("cue %v, %s", cue, echoName(p)), func(t *testing.T) {
+				mic := speechtest.Mix(p.Of(t, agent, agentRate), noise, 0, 0)
+				raw := hearMic(t, agent, mic, false)
+				clean := hearMic(t, agent, mic, true)
+				if len(raw.starts) == 0 {
+					t.Fatal("the raw echo started no speech: the test shows nothing")
+				}
+				if len(clean.starts) != 0 {
+					t.Errorf("the suppressed echo started speech at %v", seconds(clean.starts))
+				}
+				if clean.rejected == 0 {
+					t.Error("no echo counted as rejected")
+				}
+			})
+		}
+	}
+}
+
 // A user who talks over the echo, as loud as the agent while the echo is
 // 3 dB under it, starts speech within about 150 ms of their onset, and
 // the recogniser hears their words in the suppressed audio.

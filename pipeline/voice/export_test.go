@@ -43,3 +43,6 @@ const PlayAhead = playAhead
 func Periodicity(prev, cur []int16) float64 { return periodicity(prev, cur, false) }
 
 const MinPeriodicity = minPeriodicity
+
+// CueTone is the first n samples of the sound cue, at 24 kHz.
+func CueTone(n int) []int16 { return (&pulse{}).next(n) }

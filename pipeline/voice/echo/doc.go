@@ -23,7 +23,8 @@
 //
 // Until a delay is found the echo is bounded from above: no louder than
 // the agent was in any band anywhere in the window of delays. A
-// microphone that stays quiet while an echo was due carries none, and
+// microphone that stays quiet while an echo of the agent's voice (not of
+// a tone, whose echo says little) was due carries none, and
 // its audio then goes through untouched. So does all audio while the
 // agent has not talked in the last 850 ms, and every silent frame: a
 // microphone that never echoes costs a copy.

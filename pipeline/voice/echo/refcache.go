@@ -19,6 +19,9 @@ type refHop struct {
 	level, rise [bands]float32
 	variance    float32
 	loud        bool
+	// voice: loud across the spectrum, as speech is, and not a tone
+	// (the thinking cue's) whose echo tells nothing of a delay.
+	voice bool
 }
 
 // refCache is a suppressor's analysis of the reference, hop by hop, done
@@ -107,6 +110,7 @@ func (c *refCache) analyse(j int64, now time.Time) bool {
 	if h.loud {
 		c.a.analyse(&sp, &p)
 	}
+	h.voice = h.loud && p.broad()
 	for i, v := range sp {
 		h.bins[i] = toBinPower(v)
 	}

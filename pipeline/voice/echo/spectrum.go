@@ -46,6 +46,29 @@ type spectrum [bins]float64
 // samples: comparable at any rate.
 type powers [bands]float64
 
+// broadBands of a voice's bands are within broadRange of its loudest.
+// Every hop of espeak-ng's speech had 10 to 21 so (18 at the median); the
+// thinking cue's tone of two partials 5 to 8 with its window's leakage.
+const (
+	broadBands = 9
+	broadRange = 1e-4 // 40 dB
+)
+
+// broad says whether the powers are spread as a voice's are.
+func (p *powers) broad() bool {
+	top := 0.0
+	for _, v := range p {
+		top = max(top, v)
+	}
+	n := 0
+	for _, v := range p {
+		if v > 0 && v >= top*broadRange {
+			n++
+		}
+	}
+	return n >= broadBands
+}
+
 func (p *powers) total() float64 {
 	var s float64
 	for _, v := range p {

@@ -152,19 +152,28 @@ func (s *Suppressor) work() *work {
 
 // unknownHop moves an unknown path to none when the microphone stayed
 // quiet while an echo was due, when what it heard does not follow the
-// agent, or when no path was found for too long.
+// agent, or when no path was found for too long. Only the hops when the
+// agent's voice was due count: a tone's echo, the thinking cue's, follows
+// the agent's band levels poorly (its rises are in 2 of the 21 bands),
+// and a cue of two pulses or more played before the first answer took
+// the microphone for one without echo, which let that answer's echo
+// through whole.
 func (s *Suppressor) unknownHop(refs *refCache, k int64, quiet bool) {
-	s.unknownHops++
 	due := false
 	for l := int64(noEchoFrom); l <= noEchoTo && !due; l++ {
-		due = refs.at(k - l).loud
+		due = refs.at(k - l).voice
 	}
-	switch {
-	case !quiet:
+	if !quiet {
 		s.quietRun = 0
-		s.soundHops++
-	case due:
+	}
+	if !due {
+		return
+	}
+	s.unknownHops++
+	if quiet {
 		s.quietRun++
+	} else {
+		s.soundHops++
 	}
 	notFollowing := s.soundHops >= notEchoHops && s.w.est.best < notEcho
 	if s.quietRun >= noEchoHops || notFollowing || s.unknownHops >= unknownMax {
