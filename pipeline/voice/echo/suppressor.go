@@ -150,11 +150,21 @@ func (s *Suppressor) Delay() time.Duration {
 	return hopTime + samples(int64(s.late))
 }
 
+// Path is what the suppressor knows of the echo path: unknown, locked
+// (at delay) or none.
+func (s *Suppressor) Path() (mode string, delay time.Duration) {
+	if s.mode == locked && s.w != nil {
+		delay = time.Duration(s.w.est.delay) * hopTime
+	}
+	return [...]string{"unknown", "locked", "none"}[s.mode], delay
+}
+
 // LogValue is what the suppressor knows of the echo path, for a log
 // line about speech it let through: whether it found the path, the
 // echo's delay, and how clearly the delay estimator sees it.
 func (s *Suppressor) LogValue() slog.Value {
-	attrs := []slog.Attr{slog.String("path", [...]string{"unknown", "locked", "none"}[s.mode]), slog.Bool("active", s.active)}
+	mode, _ := s.Path()
+	attrs := []slog.Attr{slog.String("path", mode), slog.Bool("active", s.active)}
 	if s.w != nil {
 		e := s.w.est
 		if e.delay >= 0 {
