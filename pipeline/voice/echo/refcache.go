@@ -19,8 +19,8 @@ type refHop struct {
 	level, rise [bands]float32
 	variance    float32
 	loud        bool
-	// voice: loud across the spectrum, as speech is, and not a tone
-	// (the thinking cue's) whose echo tells nothing of a delay.
+	// voice: loud across the spectrum, as speech is, not a tone (the
+	// thinking cue's) whose echo says little of where the path is.
 	voice bool
 }
 
