@@ -50,13 +50,7 @@ type listener struct {
 	// before the endpointer and the recogniser hear it; path is the echo
 	// path it knew at the last chunk.
 	suppressor *echo.Suppressor
-	path       echoPath
-}
-
-// echoPath is a suppressor's Path.
-type echoPath struct {
-	mode  string
-	delay time.Duration
+	path       echo.PathState
 }
 
 // current is the utterance under way, and what the listener did with it
@@ -90,7 +84,7 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 		ctx: ctx, ictx: ictx, e: e, rt: s.realtime(ctx, log), pre: s.preempter(),
 		finished: queue.New[utterance](), interims: make(chan interim, 1), guesses: make(chan guess, 1),
 		suppressor: echo.NewSuppressor(s.sent, echo.Config{MinSound: s.cfg.Endpoint.MinSpeech})}
-	l.path.mode, l.path.delay = l.suppressor.Path()
+	l.path = l.suppressor.Path()
 	defer l.rt.close()
 	defer l.suppressor.Close()
 	ended := make(chan struct{})
@@ -159,8 +153,8 @@ func (l *listener) onAudio(c chunk) bool {
 	}
 	// A path found, moved or ruled out is rare, and what decides whether
 	// the agent's echo gets through.
-	if mode, delay := l.suppressor.Path(); (echoPath{mode, delay}) != l.path {
-		l.path = echoPath{mode, delay}
+	if p := l.suppressor.Path(); p != l.path {
+		l.path = p
 		l.log.Debug("voice: the echo path changed", "echo", l.suppressor)
 	}
 	at := c.at.Add(-l.suppressor.Delay()) // when the audio now at hand came

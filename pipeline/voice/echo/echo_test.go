@@ -152,8 +152,8 @@ func TestEchoFoundAndRemoved(t *testing.T) {
 			if logged["path"].String() != "locked" || logged["delay"].Duration() != time.Duration(lag)*time.Millisecond {
 				t.Errorf("the suppressor logs itself as %v, with the path locked at %d ms", logged, lag)
 			}
-			if mode, delay := c.s.Path(); mode != "locked" || delay != time.Duration(lag)*time.Millisecond {
-				t.Errorf("the path is %s at %v, locked at %d ms", mode, delay, lag)
+			if st := c.s.Path(); st != (PathState{"locked", time.Duration(lag) * time.Millisecond}) {
+				t.Errorf("the path is %+v, locked at %d ms", st, lag)
 			}
 		})
 	}

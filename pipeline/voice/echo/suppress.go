@@ -154,10 +154,10 @@ func (s *Suppressor) work() *work {
 // quiet while an echo was due, when what it heard does not follow the
 // agent, or when no path was found for too long. Only the hops when the
 // agent's voice was due count: a tone's echo, the thinking cue's, follows
-// the agent's band levels poorly (its rises are in 2 of the 21 bands),
-// and a cue of two pulses or more played before the first answer took
-// the microphone for one without echo, which let that answer's echo
-// through whole.
+// the agent's band levels poorly (its rises are in the few bands its two
+// partials fill, the room's noise in the rest), and a cue of two pulses
+// or more played before the first answer took the microphone for one
+// without echo, which let that answer's echo through whole.
 func (s *Suppressor) unknownHop(refs *refCache, k int64, quiet bool) {
 	due := false
 	for l := int64(noEchoFrom); l <= noEchoTo && !due; l++ {

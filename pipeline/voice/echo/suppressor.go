@@ -150,21 +150,28 @@ func (s *Suppressor) Delay() time.Duration {
 	return hopTime + samples(int64(s.late))
 }
 
-// Path is what the suppressor knows of the echo path: unknown, locked
-// (at delay) or none.
-func (s *Suppressor) Path() (mode string, delay time.Duration) {
+// PathState is what a suppressor knows of the echo path: Mode is
+// unknown, locked (at Delay) or none. It is comparable, so that a change
+// can be told.
+type PathState struct {
+	Mode  string
+	Delay time.Duration
+}
+
+// Path is what the suppressor knows of the echo path now.
+func (s *Suppressor) Path() PathState {
+	st := PathState{Mode: [...]string{"unknown", "locked", "none"}[s.mode]}
 	if s.mode == locked && s.w != nil {
-		delay = time.Duration(s.w.est.delay) * hopTime
+		st.Delay = time.Duration(s.w.est.delay) * hopTime
 	}
-	return [...]string{"unknown", "locked", "none"}[s.mode], delay
+	return st
 }
 
 // LogValue is what the suppressor knows of the echo path, for a log
 // line about speech it let through: whether it found the path, the
 // echo's delay, and how clearly the delay estimator sees it.
 func (s *Suppressor) LogValue() slog.Value {
-	mode, _ := s.Path()
-	attrs := []slog.Attr{slog.String("path", mode), slog.Bool("active", s.active)}
+	attrs := []slog.Attr{slog.String("path", s.Path().Mode), slog.Bool("active", s.active)}
 	if s.w != nil {
 		e := s.w.est
 		if e.delay >= 0 {
