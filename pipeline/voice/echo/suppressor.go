@@ -169,14 +169,16 @@ func (s *Suppressor) Path() PathState {
 
 // LogValue is what the suppressor knows of the echo path, for a log
 // line about speech it let through: whether it found the path, the
-// echo's delay, and how clearly the delay estimator sees it.
+// echo's delay where it did (as Path has it), and how clearly the delay
+// estimator sees it.
 func (s *Suppressor) LogValue() slog.Value {
-	attrs := []slog.Attr{slog.String("path", s.Path().Mode), slog.Bool("active", s.active)}
+	path := s.Path()
+	attrs := []slog.Attr{slog.String("path", path.Mode), slog.Bool("active", s.active)}
+	if s.mode == locked {
+		attrs = append(attrs, slog.Duration("delay", path.Delay))
+	}
 	if s.w != nil {
 		e := s.w.est
-		if e.delay >= 0 {
-			attrs = append(attrs, slog.Duration("delay", time.Duration(e.delay)*hopTime))
-		}
 		attrs = append(attrs, slog.Float64("correlation", math.Round(e.best*100)/100), slog.Float64("margin", math.Round(e.margin*100)/100))
 	}
 	return slog.GroupValue(attrs...)
