@@ -12,6 +12,7 @@ import (
 	gonanoid "github.com/matoous/go-nanoid/v2"
 
 	"github.com/alicia-voice/alicia/internal/provider"
+	"github.com/alicia-voice/alicia/llm/chunk"
 )
 
 // aguiAgent talks to an AG-UI agent over HTTP: one RunAgentInput POST, an
@@ -125,25 +126,6 @@ func (c *aguiAgent) input(req *Request) *aguiInput {
 	return in
 }
 
-type aguiEvent struct {
-	Type           string          `json:"type"`
-	MessageID      string          `json:"messageId"`
-	Delta          *string         `json:"delta"`
-	ToolCallID     string          `json:"toolCallId"`
-	ToolCallName   string          `json:"toolCallName"`
-	Subtype        string          `json:"subtype"`
-	EntityID       string          `json:"entityId"`
-	EncryptedValue string          `json:"encryptedValue"`
-	Content        json.RawMessage `json:"content"`
-	Message        string          `json:"message"`
-	Code           string          `json:"code"`
-	Usage          []struct {
-		InputTokens     int `json:"inputTokens"`
-		OutputTokens    int `json:"outputTokens"`
-		ReasoningTokens int `json:"reasoningTokens"`
-	} `json:"usage"`
-}
-
 // aguiRun tracks what is open in one run.
 type aguiRun struct {
 	t *turn
@@ -175,7 +157,7 @@ func (r *aguiRun) closeChunks(except string) {
 }
 
 // apply handles one event; done reports the end of the run.
-func (r *aguiRun) apply(ev *aguiEvent) (done bool, fail *Error) {
+func (r *aguiRun) apply(ev *chunk.AGUIEvent) (done bool, fail *Error) {
 	switch ev.Type {
 	case "RAW", "ACTIVITY_SNAPSHOT", "ACTIVITY_DELTA", "REASONING_ENCRYPTED_VALUE":
 		// These do not close chunked items.
@@ -206,7 +188,7 @@ func (r *aguiRun) apply(ev *aguiEvent) (done bool, fail *Error) {
 
 // reasoning handles the REASONING_* events, which name the message they
 // add to, or for a chunk may leave it to the chunk before.
-func (r *aguiRun) reasoning(ev *aguiEvent, delta string) {
+func (r *aguiRun) reasoning(ev *chunk.AGUIEvent, delta string) {
 	switch ev.Type {
 	case "REASONING_MESSAGE_CONTENT":
 		r.t.reasoningField(delta, ev.MessageID)
@@ -265,7 +247,7 @@ func (r *aguiRun) thinking(typ, delta string) {
 
 // toolCall gathers the TOOL_CALL_* events into r.calls; the turn hears of
 // the calls only at the run's end, when their arguments are whole.
-func (r *aguiRun) toolCall(ev *aguiEvent, delta string) {
+func (r *aguiRun) toolCall(ev *chunk.AGUIEvent, delta string) {
 	switch ev.Type {
 	case "TOOL_CALL_START":
 		r.calls = append(r.calls, ToolCall{ID: ev.ToolCallID, Name: ev.ToolCallName})
@@ -285,7 +267,7 @@ func (r *aguiRun) toolCall(ev *aguiEvent, delta string) {
 // toolCallChunk adds to the chunked tool call: a chunk with an id opens
 // the call if it is new and makes it the one later chunks without an id
 // add to.
-func (r *aguiRun) toolCallChunk(ev *aguiEvent, delta string) {
+func (r *aguiRun) toolCallChunk(ev *chunk.AGUIEvent, delta string) {
 	if ev.ToolCallID != "" && r.call(ev.ToolCallID) == nil {
 		r.calls = append(r.calls, ToolCall{ID: ev.ToolCallID, Name: ev.ToolCallName})
 	}
@@ -311,7 +293,7 @@ func resultText(content json.RawMessage) *string {
 // finish hands the turn the run's tool calls and usage, and ends it: on
 // tool calls if one of them still waits for its result (the caller is to
 // run it), else on a stop.
-func (r *aguiRun) finish(ev *aguiEvent) {
+func (r *aguiRun) finish(ev *chunk.AGUIEvent) {
 	pending := false
 	for _, c := range r.calls {
 		if c.Arguments == "" {
@@ -345,7 +327,7 @@ func (c *aguiAgent) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
 		runStream(yield, t, post, func(s *stream, drain func() bool) *Error {
 			run := &aguiRun{t: t}
 			sse := newSSEReader(s)
-			var ev aguiEvent
+			var ev chunk.AGUIEvent
 			for {
 				payload, _, err := sse.next()
 				if errors.Is(err, io.EOF) {
@@ -354,8 +336,8 @@ func (c *aguiAgent) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
 				if err != nil {
 					return s.failure(err)
 				}
-				ev = aguiEvent{}
-				if err := decodeChunk(bytes.TrimSpace(payload), &ev); err != nil || ev.Type == "" {
+				ev = chunk.AGUIEvent{}
+				if err := chunk.Decode(bytes.TrimSpace(payload), &ev); err != nil || ev.Type == "" {
 					return &Error{Service: service, Kind: ErrProtocol, Message: "not an AG-UI event: " + provider.PlainText(payload)}
 				}
 				done, fail := run.apply(&ev)

@@ -1,9 +1,3 @@
-// Left out of the fuzzing build (scripts/test fuzzes with -tags fuzzing):
-// fuzzing instruments every package its test binary imports, and testenv
-// brings some 350 more (587 against 240) for this file alone.
-
-//go:build !fuzzing
-
 package llm_test
 
 import (

@@ -10,6 +10,7 @@ import (
 	"iter"
 
 	"github.com/alicia-voice/alicia/internal/provider"
+	"github.com/alicia-voice/alicia/llm/chunk"
 )
 
 // ollamaNative speaks Ollama's own /api/chat: newline-delimited JSON, the
@@ -31,19 +32,10 @@ type olRequest struct {
 }
 
 type olMessage struct {
-	Role      string       `json:"role"`
-	Content   string       `json:"content"`
-	ToolCalls []olToolCall `json:"tool_calls,omitempty"`
-	ToolName  string       `json:"tool_name,omitempty"`
-}
-
-type olToolCall struct {
-	ID       string `json:"id,omitempty"`
-	Function struct {
-		Index     int             `json:"index"`
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-	} `json:"function"`
+	Role      string                 `json:"role"`
+	Content   string                 `json:"content"`
+	ToolCalls []chunk.OllamaToolCall `json:"tool_calls,omitempty"`
+	ToolName  string                 `json:"tool_name,omitempty"`
 }
 
 func (c *ollamaNative) request(req *Request) *olRequest {
@@ -63,7 +55,7 @@ func (c *ollamaNative) request(req *Request) *olRequest {
 		om := olMessage{Role: string(m.Role), Content: m.Content}
 		for i, tc := range m.ToolCalls {
 			names[tc.ID] = tc.Name
-			var oc olToolCall
+			var oc chunk.OllamaToolCall
 			oc.ID = tc.ID
 			oc.Function.Index, oc.Function.Name = i, tc.Name
 			oc.Function.Arguments = json.RawMessage(tc.Arguments)
@@ -88,19 +80,6 @@ func (c *ollamaNative) request(req *Request) *olRequest {
 	return r
 }
 
-type olLine struct {
-	Message *struct {
-		Content   string       `json:"content"`
-		Thinking  string       `json:"thinking"`
-		ToolCalls []olToolCall `json:"tool_calls"`
-	} `json:"message"`
-	Done            bool            `json:"done"`
-	DoneReason      string          `json:"done_reason"`
-	PromptEvalCount int             `json:"prompt_eval_count"`
-	EvalCount       int             `json:"eval_count"`
-	Error           json.RawMessage `json:"error"`
-}
-
 func (c *ollamaNative) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
 	return func(yield func(Event) bool) {
 		c.know.ensure(ctx)
@@ -108,12 +87,12 @@ func (c *ollamaNative) Stream(ctx context.Context, req *Request) iter.Seq[Event]
 		post := func() (*stream, *Error) { return c.http.post(ctx, "/api/chat", c.request(req), "application/x-ndjson") }
 		runStream(yield, t, post, func(s *stream, drain func() bool) *Error {
 			r := bufio.NewReaderSize(s, 32<<10)
-			var line olLine
+			var line chunk.Ollama
 			for {
 				raw, err := r.ReadBytes('\n')
 				if len(bytes.TrimSpace(raw)) > 0 {
-					line = olLine{}
-					if jerr := decodeChunk(raw, &line); jerr != nil {
+					line = chunk.Ollama{}
+					if jerr := chunk.Decode(raw, &line); jerr != nil {
 						return &Error{Service: service, Kind: ErrProtocol, Message: "unreadable line: " + jerr.Error(), Cause: jerr}
 					}
 					if len(line.Error) > 0 && string(line.Error) != "null" {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/alicia-voice/alicia/internal/provider"
+	"github.com/alicia-voice/alicia/llm/chunk"
 )
 
 // Flavor is the kind of OpenAI-compatible server, which decides how the
@@ -193,43 +194,6 @@ func stripThink(s string) string {
 	return trimLeftSpace(s)
 }
 
-type oaChunk struct {
-	Choices []oaChoice      `json:"choices"`
-	Usage   *oaUsage        `json:"usage"`
-	Error   json.RawMessage `json:"error"`
-	Object  string          `json:"object"`
-}
-
-type oaChoice struct {
-	Index        int     `json:"index"`
-	Delta        oaDelta `json:"delta"`
-	FinishReason *string `json:"finish_reason"`
-}
-
-type oaDelta struct {
-	Content          *string           `json:"content"`
-	ReasoningContent *string           `json:"reasoning_content"`
-	Reasoning        *string           `json:"reasoning"`
-	ToolCalls        []oaToolCallDelta `json:"tool_calls"`
-}
-
-type oaToolCallDelta struct {
-	Index    int    `json:"index"`
-	ID       string `json:"id"`
-	Function struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-	} `json:"function"`
-}
-
-type oaUsage struct {
-	PromptTokens            int `json:"prompt_tokens"`
-	CompletionTokens        int `json:"completion_tokens"`
-	CompletionTokensDetails *struct {
-		ReasoningTokens int `json:"reasoning_tokens"`
-	} `json:"completion_tokens_details"`
-}
-
 var doneMarker = []byte("[DONE]")
 
 func (c *openAI) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
@@ -245,7 +209,7 @@ func (c *openAI) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
 				sse    = newSSEReader(s)
 				acc    toolAccumulator
 				finish FinishReason
-				chunk  oaChunk
+				in     chunk.OpenAI
 			)
 			for {
 				payload, isErrField, err := sse.next()
@@ -261,7 +225,7 @@ func (c *openAI) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
 				if bytes.Equal(bytes.TrimSpace(payload), doneMarker) {
 					break
 				}
-				if e := c.apply(t, &acc, &chunk, payload, &finish); e != nil {
+				if e := c.apply(t, &acc, &in, payload, &finish); e != nil {
 					return e
 				}
 				if !drain() {
@@ -281,19 +245,19 @@ func (c *openAI) Stream(ctx context.Context, req *Request) iter.Seq[Event] {
 
 // apply handles one chunk. It returns an *Error for an error reported in
 // the stream.
-func (c *openAI) apply(t *turn, acc *toolAccumulator, chunk *oaChunk, payload []byte, finish *FinishReason) *Error {
-	*chunk = oaChunk{}
-	if err := decodeChunk(payload, chunk); err != nil {
+func (c *openAI) apply(t *turn, acc *toolAccumulator, in *chunk.OpenAI, payload []byte, finish *FinishReason) *Error {
+	*in = chunk.OpenAI{}
+	if err := chunk.Decode(payload, in); err != nil {
 		if _, _, ok := provider.ErrorFromJSON(payload); ok {
 			return provider.StreamError(service, payload)
 		}
 		return &Error{Service: service, Kind: ErrProtocol, Message: "unreadable chunk: " + err.Error(), Cause: err}
 	}
-	if (len(chunk.Error) > 0 && string(chunk.Error) != "null") || chunk.Object == "error" {
+	if (len(in.Error) > 0 && string(in.Error) != "null") || in.Object == "error" {
 		return provider.StreamError(service, payload)
 	}
-	for i := range chunk.Choices {
-		ch := &chunk.Choices[i]
+	for i := range in.Choices {
+		ch := &in.Choices[i]
 		if ch.Index != 0 {
 			continue // n is always 1; other indexes would be another answer
 		}
@@ -320,7 +284,7 @@ func (c *openAI) apply(t *turn, acc *toolAccumulator, chunk *oaChunk, payload []
 			}
 		}
 	}
-	if u := chunk.Usage; u != nil {
+	if u := in.Usage; u != nil {
 		usage := Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens}
 		if u.CompletionTokensDetails != nil {
 			usage.ReasoningTokens = u.CompletionTokensDetails.ReasoningTokens

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+
+	"github.com/alicia-voice/alicia/llm/chunk"
 )
 
 // toolAccumulator joins streamed tool-call fragments by index; Ollama
@@ -19,7 +21,7 @@ type accCall struct {
 	args  strings.Builder
 }
 
-func (a *toolAccumulator) add(d *oaToolCallDelta) {
+func (a *toolAccumulator) add(d *chunk.OpenAIToolCallDelta) {
 	var c *accCall
 	for i := range a.calls {
 		if a.calls[i].index == d.Index {

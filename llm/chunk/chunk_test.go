@@ -1,4 +1,4 @@
-package llm
+package chunk
 
 import (
 	"encoding/json"
@@ -35,16 +35,16 @@ var chunkSeeds = []string{
 	`[]`, `null`, ``, ` `, `{`, `"s"`,
 }
 
-// TestDecodeChunkMatchesEncodingJSON keeps the fast decoder honest: for
+// TestDecodeMatchesEncodingJSON keeps the fast decoder honest: for
 // every chunk type, it must accept and refuse what encoding/json does and
 // decode the same values.
-func TestDecodeChunkMatchesEncodingJSON(t *testing.T) {
+func TestDecodeMatchesEncodingJSON(t *testing.T) {
 	for _, in := range chunkSeeds {
 		checkChunkDecode(t, []byte(in))
 	}
 }
 
-func FuzzDecodeChunk(f *testing.F) {
+func FuzzDecode(f *testing.F) {
 	for _, in := range chunkSeeds {
 		f.Add([]byte(in))
 	}
@@ -53,20 +53,20 @@ func FuzzDecodeChunk(f *testing.F) {
 
 func checkChunkDecode(t *testing.T, in []byte) {
 	t.Helper()
-	same(t, in, func() any { return new(oaChunk) })
-	same(t, in, func() any { return new(olLine) })
-	same(t, in, func() any { return new(aguiEvent) })
+	same(t, in, func() any { return new(OpenAI) })
+	same(t, in, func() any { return new(Ollama) })
+	same(t, in, func() any { return new(AGUIEvent) })
 }
 
 func same(t *testing.T, in []byte, fresh func() any) {
 	t.Helper()
 	want, got := fresh(), fresh()
 	werr := json.Unmarshal(in, want)
-	gerr := decodeChunk(in, got)
+	gerr := Decode(in, got)
 	if (werr == nil) != (gerr == nil) {
-		t.Fatalf("%T from %q: encoding/json says %v, decodeChunk says %v", want, in, werr, gerr)
+		t.Fatalf("%T from %q: encoding/json says %v, Decode says %v", want, in, werr, gerr)
 	}
 	if werr == nil && !reflect.DeepEqual(want, got) {
-		t.Fatalf("%T from %q:\nencoding/json %+v\ndecodeChunk   %+v", want, in, want, got)
+		t.Fatalf("%T from %q:\nencoding/json %+v\nDecode        %+v", want, in, want, got)
 	}
 }
