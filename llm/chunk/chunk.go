@@ -1,7 +1,7 @@
 // Package chunk is what the streaming backends send, one chunk at a time:
 // the shapes of OpenAI's chat completion chunks (vLLM, SGLang,
-// llama.cpp, Ollama's OpenAI face), Ollama's own NDJSON lines and AG-UI's
-// events, and their decoder.
+// llama.cpp, DashScope, OpenRouter, Ollama's /v1), Ollama's own NDJSON
+// lines and AG-UI's events, and their decoder.
 //
 // It is a package of its own, importing no more than a JSON decoder, so
 // that fuzzing the decoder against encoding/json compiles little: fuzzing
@@ -34,14 +34,17 @@ type OpenAI struct {
 	Object  string          `json:"object"`
 }
 
+// OpenAIChoice is a chunk's choice: one, as Alicia asks for no more.
 type OpenAIChoice struct {
 	Index        int         `json:"index"`
 	Delta        OpenAIDelta `json:"delta"`
 	FinishReason *string     `json:"finish_reason"`
 }
 
-// OpenAIDelta carries the reasoning as reasoning_content (vLLM, SGLang,
-// llama.cpp) or reasoning (Ollama's OpenAI face, OpenRouter).
+// OpenAIDelta carries the reasoning as reasoning_content (SGLang,
+// llama.cpp, DashScope, vLLM up to 0.11.0), as reasoning (vLLM since,
+// Ollama's /v1, OpenRouter), or as both with the same text (vLLM for a
+// while): llm reads reasoning_content first.
 type OpenAIDelta struct {
 	Content          *string               `json:"content"`
 	ReasoningContent *string               `json:"reasoning_content"`
@@ -49,6 +52,8 @@ type OpenAIDelta struct {
 	ToolCalls        []OpenAIToolCallDelta `json:"tool_calls"`
 }
 
+// OpenAIToolCallDelta is a piece of a tool call, which Index names
+// across chunks.
 type OpenAIToolCallDelta struct {
 	Index    int    `json:"index"`
 	ID       string `json:"id"`
@@ -58,6 +63,7 @@ type OpenAIToolCallDelta struct {
 	} `json:"function"`
 }
 
+// OpenAIUsage comes on the last chunk, when asked for.
 type OpenAIUsage struct {
 	PromptTokens            int `json:"prompt_tokens"`
 	CompletionTokens        int `json:"completion_tokens"`
