@@ -324,11 +324,17 @@ func TestEchoLaterMidAnswer(t *testing.T) {
 
 // movedEcho is a speakerphone's microphone, noise and all, when the echo
 // of the agent's voice on path p moves by move after the first after of
-// the voice was sent.
+// the voice was sent. A later echo follows a gap, as a playout that
+// stalled leaves; a sooner one skips that much of the voice, as a jitter
+// buffer that shrinks or a playout that catches up does: no playout
+// plays two stretches of one stream at once.
 func movedEcho(t testing.TB, agent, noise []int16, p speechtest.EchoPath, after, move time.Duration) []int16 {
 	split := int(after * agentRate / time.Second)
+	if move < 0 {
+		split += int(-move * agentRate / time.Second)
+	}
 	now := speechtest.EchoPath{Delay: p.Delay + move, GainDB: p.GainDB}
-	mic := speechtest.Mix(p.Of(t, agent[:split], agentRate), now.Of(t, agent[split:], agentRate), split*voice.InputRate/agentRate, 0)
+	mic := speechtest.Mix(p.Of(t, agent[:int(after*agentRate/time.Second)], agentRate), now.Of(t, agent[split:], agentRate), split*voice.InputRate/agentRate, 0)
 	return speechtest.Mix(mic, noise, 0, 0)
 }
 
