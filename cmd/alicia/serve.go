@@ -95,17 +95,15 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 	return s.serve(ctx, s.routes(sc.AGUIPath), stdout)
 }
 
-// tuneGC makes collections rarer than Go's default, unless GOGC is set.
+// tuneGC makes collections rarer than Go's default, unless GOGC is set:
+// the heap may grow to 2.5 times its live size instead of 2. A voice
+// conversation with a speakerphone then keeps under 4 MB (3.4, against
+// 2.9 at Go's 100 and 4.1 at 200), while the bench's speakerphones,
+// starved on 2 cores, leaked echo at 100 more often than at 150 or 200
+// (docs/operations.md).
 func tuneGC() {
 	if os.Getenv("GOGC") == "" {
-		// Rarer collections for a larger heap (3 times its live size
-		// instead of 2). At Go's default of 100 a voice conversation took
-		// 1.5 MB less, but the bench's speakerphones leaked echo in 3 of 5
-		// runs against none of 4 at 200: on the same 2 cores, the users'
-		// speakers fell behind and moved the echo more often. 500 text
-		// conversations did better at 100 (docs/operations.md).
-		// GOGC, when set, wins.
-		debug.SetGCPercent(200)
+		debug.SetGCPercent(150)
 	}
 }
 
