@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -187,6 +188,61 @@ func TestReferenceKeepsAudioOnlyWhileWanted(t *testing.T) {
 	ref.Write(frame, trackRate, t0.Add(3*time.Second))
 	if ref.ring != nil {
 		t.Fatal("the audio was kept after its microphone closed")
+	}
+}
+
+// What the reference gives back is what was sent where it was placed,
+// silence in its gaps and before it began, and nothing older than the
+// second it keeps, wherever a read or a write falls on its ring.
+func TestReferenceReadsWhatWasSent(t *testing.T) {
+	ref := &Reference{}
+	s := NewSuppressor(ref, Config{})
+	defer s.Close()
+	rng := rand.New(rand.NewPCG(3, 4))
+	n := trackRate / 50
+	sent := map[int64]int16{}
+	at := time.Unix(1000, 0)
+	for range 400 {
+		frame := make([]int16, n)
+		for i := range frame {
+			frame[i] = int16(rng.IntN(65535) - 32767)
+		}
+		// Mostly back to back with a sender's jitter; now and then a
+		// pause, some longer than what is kept.
+		switch r := rng.IntN(20); {
+		case r == 0:
+			at = at.Add(time.Duration(rng.IntN(1500)) * time.Millisecond)
+		default:
+			at = at.Add(20*time.Millisecond + time.Duration(rng.IntN(9)-4)*time.Millisecond)
+		}
+		ref.Write(frame, trackRate, at)
+		for i, v := range frame {
+			sent[ref.end-int64(n)+int64(i)] = v
+		}
+		size := int64(len(ref.ring))
+		for range 3 {
+			from := ref.end - int64(rng.IntN(int(size)+3*n)) - int64(n)
+			dst := make([]float32, rng.IntN(3*n)+1)
+			energy, ok := ref.read(dst, from, ref.gen)
+			if !ok {
+				t.Fatal("the reference started over at the same rate")
+			}
+			var want float64
+			for i, got := range dst {
+				p := from + int64(i)
+				v := sent[p]
+				if p >= ref.end || p < ref.end-size {
+					v = 0
+				}
+				if got != float32(v) {
+					t.Fatalf("sample %d read as %v, sent as %d (kept from %d to %d)", p, got, v, ref.end-size, ref.end)
+				}
+				want += float64(v) * float64(v)
+			}
+			if energy != want {
+				t.Fatalf("the energy read was %v, want %v", energy, want)
+			}
+		}
 	}
 }
 

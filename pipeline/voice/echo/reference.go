@@ -69,15 +69,30 @@ func (r *Reference) Write(frame []int16, rate int, at time.Time) {
 		p += (gap + n/2) / n * n
 	}
 	if size := int64(len(r.ring)); size > 0 {
-		for q := max(r.end, p-size); q < p; q++ {
-			r.ring[q%size] = 0
-		}
-		for i, v := range frame[max(0, int64(len(frame))-size):] {
-			r.ring[(p+int64(i))%size] = v
-		}
+		a, b := r.span(r.end, p)
+		clear(a)
+		clear(b)
+		kept := frame[max(0, n-size):]
+		a, b = r.span(p+n-int64(len(kept)), p+n)
+		copy(b, kept[copy(a, kept):])
 	}
 	r.end = p + n
 	r.sound = r.timeOf(r.end)
+}
+
+// span is the ring's room for sample positions from to to, the last
+// len(ring) of them: one slice, or two where it wraps around.
+func (r *Reference) span(from, to int64) (a, b []int16) {
+	size := int64(len(r.ring))
+	from = max(from, to-size)
+	if from >= to {
+		return nil, nil
+	}
+	start, end := from%size, from%size+to-from
+	if end <= size {
+		return r.ring[start:end], nil
+	}
+	return r.ring[start:], r.ring[:end-size]
 }
 
 // want says that a reader wants the audio kept from now on (keep), or
@@ -120,16 +135,22 @@ func (r *Reference) read(dst []float32, from int64, gen int) (energy float64, ok
 	if gen != r.gen {
 		return 0, false
 	}
-	size := int64(len(r.ring))
-	for i := range dst {
-		p := from + int64(i)
-		if p < 0 || p >= r.end || p < r.end-size || size == 0 {
-			dst[i] = 0
-			continue
+	clear(dst)
+	if len(r.ring) == 0 {
+		return 0, true
+	}
+	// Positions before 0 were never sent; those before the ring's were
+	// sent and are forgotten.
+	lo := max(from, r.end-int64(len(r.ring)), 0)
+	hi := min(from+int64(len(dst)), r.end)
+	a, b := r.span(lo, hi)
+	out := dst[min(max(lo-from, 0), int64(len(dst))):]
+	for _, part := range [2][]int16{a, b} {
+		for i, v := range part {
+			out[i] = float32(v)
+			energy += float64(v) * float64(v)
 		}
-		v := r.ring[p%size]
-		dst[i] = float32(v)
-		energy += float64(v) * float64(v)
+		out = out[len(part):]
 	}
 	return energy, true
 }
