@@ -14,15 +14,11 @@ import (
 
 func waitFor(t *testing.T, b *testenv.LogBuffer, what string, re *regexp.Regexp) []string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if m := re.FindStringSubmatch(b.String()); m != nil {
-			return m
-		}
-		time.Sleep(20 * time.Millisecond)
+	m := b.WaitFor(re, 30*time.Second)
+	if m == nil {
+		t.Fatalf("timed out waiting for %s; output so far:\n%s", what, b.String())
 	}
-	t.Fatalf("timed out waiting for %s; output so far:\n%s", what, b.String())
-	return nil
+	return m
 }
 
 // A newcomer's first run: serve with nothing configured starts its own

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"regexp"
 	"sync"
 	"testing"
 	"time"
@@ -41,12 +42,43 @@ func Within(d time.Duration, cond func() bool) bool {
 type LogBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
+	// grew is closed by the next write, for a reader waiting on one.
+	grew chan struct{}
 }
 
 func (l *LogBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.grew != nil {
+		close(l.grew)
+		l.grew = nil
+	}
 	return l.b.Write(p)
+}
+
+// WaitFor waits, at most d, until what was written matches re, and
+// returns the match; nil if it did not. The whole text is matched again
+// at each write, since a pattern may span lines.
+func (l *LogBuffer) WaitFor(re *regexp.Regexp, d time.Duration) []string {
+	timeout := time.NewTimer(d)
+	defer timeout.Stop()
+	for {
+		l.mu.Lock()
+		text := l.b.String()
+		if l.grew == nil {
+			l.grew = make(chan struct{})
+		}
+		grew := l.grew
+		l.mu.Unlock()
+		if m := re.FindStringSubmatch(text); m != nil {
+			return m
+		}
+		select {
+		case <-grew:
+		case <-timeout.C:
+			return re.FindStringSubmatch(l.String())
+		}
+	}
 }
 
 func (l *LogBuffer) String() string {
