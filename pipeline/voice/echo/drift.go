@@ -1,5 +1,7 @@
 package echo
 
+import "math"
+
 // A client's jitter buffer grows when its network gets worse, and the
 // echo then comes back later than the delay the estimator locked: over
 // LiveKit, 40 to 60 ms later within the first seconds of a call. The
@@ -105,7 +107,7 @@ func (s *Suppressor) realign(w *work, k int64, over float64, h *heardHop, unexpl
 			*r++
 		}
 	}
-	l, ok := w.drift.target(d)
+	l, ok := w.drift.target(d, w.misfit)
 	if !ok {
 		return false
 	}
@@ -131,8 +133,18 @@ func (s *Suppressor) realign(w *work, k int64, over float64, h *heardHop, unexpl
 // (judged whole, one 300 ms wide moved the path 160 ms past an echo
 // 40 ms later). Of two blocks, the one with the longer run wins (the
 // wider of equals); a block around d says the echo has not moved.
-func (dr *drift) target(d int) (int, bool) {
+//
+// A near block that would move the path waits while a far block not yet
+// confirmed fits the last hops better (misfit): a stretch of the agent's
+// voice that most delays explain by level lights up blocks on both
+// sides, and the near one, confirmed sooner, took the path the wrong way:
+// an echo at 110 ms that came 250 ms later was followed to 20 ms, 340 ms
+// short of it, and went through as speech, while the far block was no
+// longer counted (5 of 48 such moves in BenchmarkEchoMoves, 1 once the
+// near block waits).
+func (dr *drift) target(d int, misfit func(l int) float64) (int, bool) {
 	best, bestRun, bestWidth := -1, uint8(0), 0
+	bestNear, far, farRun := false, -1, uint8(0)
 	for first := 0; first <= maxLag; {
 		if !dr.counts(first, d) {
 			first++
@@ -151,11 +163,43 @@ func (dr *drift) target(d int) (int, bool) {
 		l, longest := dr.centre(from, to)
 		ok := (first > d || last < d) && (reaches && longest >= driftConfirm || longest >= farConfirm && dr.wide(l))
 		if ok && (longest > bestRun || longest == bestRun && width > bestWidth) {
-			best, bestRun, bestWidth = l, longest, width
+			best, bestRun, bestWidth, bestNear = l, longest, width, reaches
+		}
+		if !ok && !reaches && longest > farRun {
+			far, farRun = l, longest
 		}
 		first = last + 1
 	}
+	if bestNear && far >= 0 && misfit(far) < misfit(best) {
+		return -1, false
+	}
 	return best, best >= 0
+}
+
+// misfitHops are the microphone's hops with sound a delay's fit is
+// judged on: about as many as a near move is confirmed on, and a few
+// more.
+const misfitHops = 8
+
+// misfit is how far the microphone's last hops with sound are from the
+// echo a path of delay l would bring them, in dB a band on average,
+// louder or quieter. A delay explains a hop (realign) when its echo
+// could be as loud as the hop, so a loud stretch of the agent's voice
+// explains the quieter one that came back at most delays; only the echo
+// of the right delay also rises and falls with the microphone, band by
+// band.
+func (w *work) misfit(l int) float64 {
+	var sum float64
+	n := 0
+	for i := max(0, w.mics.n-misfitHops); i < w.mics.n; i++ {
+		h := w.mics.at(i)
+		echo := w.path.bandsAt(w.refs, h.k, l)
+		for b, e := range echo {
+			sum += math.Abs(max(floorDB, powerDB(float64(h.power[b]))) - max(floorDB, powerDB(e)))
+			n++
+		}
+	}
+	return sum / float64(max(n, 1))
 }
 
 // centre is the delay at the centre of the block first to last, each
