@@ -196,7 +196,7 @@ func TestReferenceKeepsAudioOnlyWhileWanted(t *testing.T) {
 // second it keeps, wherever a read or a write falls on its ring.
 func TestReferenceReadsWhatWasSent(t *testing.T) {
 	ref := &Reference{}
-	s := NewSuppressor(ref, Config{})
+	s := NewSuppressor(ref, Config{}) // a microphone that may echo: the audio is kept
 	defer s.Close()
 	rng := rand.New(rand.NewPCG(3, 4))
 	n := trackRate / 50
