@@ -143,8 +143,7 @@ func (s *Suppressor) realign(w *work, k int64, over float64, h *heardHop, unexpl
 // longer counted (5 of 48 such moves in BenchmarkEchoMoves, 1 once the
 // near block waits).
 func (dr *drift) target(d int, misfit func(l int) float64) (int, bool) {
-	best, bestRun, bestWidth := -1, uint8(0), 0
-	bestNear, far, farRun := false, -1, uint8(0)
+	best, far := block{l: -1}, block{l: -1}
 	for first := 0; first <= maxLag; {
 		if !dr.counts(first, d) {
 			first++
@@ -154,26 +153,40 @@ func (dr *drift) target(d int, misfit func(l int) float64) (int, bool) {
 		for last < maxLag && dr.counts(last+1, d) {
 			last++
 		}
-		width := last - first + 1
-		reaches := near(first-d) || near(last-d)
-		from, to := first, last
-		if reaches && width > blockMax {
-			from, to = max(first, d-driftEarlier), min(last, d+driftLater)
-		}
-		l, longest := dr.centre(from, to)
-		ok := (first > d || last < d) && (reaches && longest >= driftConfirm || longest >= farConfirm && dr.wide(l))
-		if ok && (longest > bestRun || longest == bestRun && width > bestWidth) {
-			best, bestRun, bestWidth, bestNear = l, longest, width, reaches
-		}
-		if !ok && !reaches && longest > farRun {
-			far, farRun = l, longest
+		switch b := dr.judge(first, last, d); {
+		case b.ok && (b.longest > best.longest || b.longest == best.longest && b.width > best.width):
+			best = b
+		case !b.ok && !b.reaches && b.longest > far.longest:
+			far = b
 		}
 		first = last + 1
 	}
-	if bestNear && far >= 0 && misfit(far) < misfit(best) {
+	if best.reaches && far.l >= 0 && misfit(far.l) < misfit(best.l) {
 		return -1, false
 	}
-	return best, best >= 0
+	return best.l, best.l >= 0
+}
+
+// block is a block of delays as target judges it: l where it would move
+// the path, its width and longest run, whether it reaches the near
+// delays, and ok if it may move the path now.
+type block struct {
+	l, width int
+	longest  uint8
+	reaches  bool
+	ok       bool
+}
+
+// judge is the block of delays first to last, as a move from d.
+func (dr *drift) judge(first, last, d int) block {
+	b := block{width: last - first + 1, reaches: near(first-d) || near(last-d)}
+	from, to := first, last
+	if b.reaches && b.width > blockMax {
+		from, to = max(first, d-driftEarlier), min(last, d+driftLater)
+	}
+	b.l, b.longest = dr.centre(from, to)
+	b.ok = (first > d || last < d) && (b.reaches && b.longest >= driftConfirm || b.longest >= farConfirm && dr.wide(b.l))
+	return b
 }
 
 // misfitHops are the microphone's hops with sound a delay's fit is
