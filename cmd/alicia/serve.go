@@ -96,9 +96,9 @@ func runServe(ctx context.Context, args []string, _ io.Reader, stdout, stderr io
 }
 
 // tuneGC makes collections rarer than Go's default, unless GOGC is set:
-// the heap may grow to 2.5 times its live size instead of 2. A voice
-// conversation with a speakerphone then keeps under 4 MB (3.4, against
-// 2.9 at Go's 100 and 4.1 at 200), while the bench's speakerphones,
+// the heap may grow to 2.5 times its live size instead of 2. In the
+// voice bench a conversation with a speakerphone then kept under 4 MB
+// (3.4, against 2.9 at Go's 100 and 4.1 at 200), while its speakerphones,
 // starved on 2 cores, leaked echo at 100 more often than at 150 or 200
 // (docs/operations.md).
 func tuneGC() {

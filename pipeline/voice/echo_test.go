@@ -329,12 +329,13 @@ func TestEchoLaterMidAnswer(t *testing.T) {
 // buffer that shrinks or a playout that catches up does: no playout
 // plays two stretches of one stream at once.
 func movedEcho(t testing.TB, agent, noise []int16, p speechtest.EchoPath, after, move time.Duration) []int16 {
-	split := int(after * agentRate / time.Second)
+	played := int(after * agentRate / time.Second) // at the old delay
+	resumed := played
 	if move < 0 {
-		split += int(-move * agentRate / time.Second)
+		resumed += int(-move * agentRate / time.Second)
 	}
 	now := speechtest.EchoPath{Delay: p.Delay + move, GainDB: p.GainDB}
-	mic := speechtest.Mix(p.Of(t, agent[:int(after*agentRate/time.Second)], agentRate), now.Of(t, agent[split:], agentRate), split*voice.InputRate/agentRate, 0)
+	mic := speechtest.Mix(p.Of(t, agent[:played], agentRate), now.Of(t, agent[resumed:], agentRate), resumed*voice.InputRate/agentRate, 0)
 	return speechtest.Mix(mic, noise, 0, 0)
 }
 

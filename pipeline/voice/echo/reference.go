@@ -144,7 +144,7 @@ func (r *Reference) read(dst []float32, from int64, gen int) (energy float64, ok
 	lo := max(from, r.end-int64(len(r.ring)), 0)
 	hi := min(from+int64(len(dst)), r.end)
 	a, b := r.span(lo, hi)
-	out := dst[min(max(lo-from, 0), int64(len(dst))):]
+	out := dst[min(lo-from, int64(len(dst))):] // lo is from or later
 	for _, part := range [2][]int16{a, b} {
 		for i, v := range part {
 			out[i] = float32(v)
