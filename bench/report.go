@@ -148,7 +148,7 @@ func (r report) print(w io.Writer) {
 	fmt.Fprintf(w, "| bot CPU use during the turns | %.0f%% of one core over %v |\n", 100*r.cpu/r.turnWall.Seconds(), r.turnWall.Round(time.Second))
 	fmt.Fprintf(w, "| CPU of one core over the turns: livekit-server / bench clients and model | %.0f%% / %.0f%% |\n", 100*r.lkCPU/r.turnWall.Seconds(), 100*r.selfCPU/r.turnWall.Seconds())
 	fmt.Fprintf(w, "| bot RSS | %.1f MB idle → %.1f MB with %d conversations (peak %.1f MB) |\n", float64(r.rss0)/1e6, float64(r.rss1)/1e6, len(r.users), float64(r.rssPeak)/1e6)
-	fmt.Fprintf(w, "| bot RSS per conversation | %s kB |\n", per(float64(r.rss1-r.rss0)/1024, len(r.users)))
+	fmt.Fprintf(w, "| bot RSS per conversation | %s kB |\n", per(float64(r.rss1-r.rss0)/1e3, len(r.users)))
 	fmt.Fprintf(w, "| turns: answered / failed | %d / %d |\n", okTurns, failed)
 	fmt.Fprintf(w, "| users who could not join | %d |\n", len(r.joinFailures))
 	if unmatched > 0 {
