@@ -121,7 +121,10 @@ func (l *echoLine) write(p []int16, at time.Time, ts uint32) {
 	l.queued += len(p)
 }
 
-// take is what the speaker plays in the microphone's frame at now.
+// take is what the speaker plays in the microphone's frame captured by
+// now. A microphone woken late takes its frames after the ear wrote what
+// came later (captureClock), so only what had arrived by now is played,
+// or counts as waiting.
 func (l *echoLine) take(now time.Time) []int16 {
 	l.buf = l.buf[:0]
 	l.mu.Lock()
@@ -132,11 +135,11 @@ func (l *echoLine) take(now time.Time) []int16 {
 		}
 		l.playing = true
 	}
-	if l.queued > l.most {
+	if l.arrived(now) > l.most {
 		l.skip(frameSamples)
 		echoMoves.skipped.Add(1)
 	}
-	for len(l.buf) < frameSamples && len(l.chunks) > 0 {
+	for len(l.buf) < frameSamples && len(l.chunks) > 0 && !l.chunks[0].at.After(now) {
 		c := &l.chunks[0]
 		n := min(frameSamples-len(l.buf), len(c.pcm))
 		l.buf = append(l.buf, c.pcm[:n]...)
@@ -144,8 +147,21 @@ func (l *echoLine) take(now time.Time) []int16 {
 	}
 	// The sound ended, or the rest of it is late: what comes next starts
 	// anew, delay after it arrives.
-	l.playing = l.queued > 0
+	l.playing = l.arrived(now) > 0
 	return l.buf
+}
+
+// arrived is how many of the samples waiting to be played had come by
+// now.
+func (l *echoLine) arrived(now time.Time) int {
+	n := 0
+	for _, c := range l.chunks {
+		if c.at.After(now) {
+			break
+		}
+		n += len(c.pcm)
+	}
+	return n
 }
 
 // echoMoves counts, over all the users' speakers, what moves an echo

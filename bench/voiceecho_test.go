@@ -101,6 +101,59 @@ func TestEchoLineCatchesUp(t *testing.T) {
 	}
 }
 
+// A microphone woken late sends every frame captured since, and its
+// speaker, on the sound card's clock, plays each at its time: stalls of
+// the process of up to 200 ms leave the echo as it was, where a frame
+// taken at each wake-up moved it by a frame a tick missed.
+func TestLateMicrophoneKeepsTheEcho(t *testing.T) {
+	path := echoPath{delay: 160 * time.Millisecond, gain: -10}
+	const n = 150
+	speech := speechtest.Noise(n*20, opusRate, 3)
+	t0 := time.Unix(1000, 0)
+	rng := rand.New(rand.NewPCG(3, 4))
+	echo := func(wakes func(tick int) time.Duration) []int16 {
+		l := newEchoLine(path)
+		c := newCaptureClock(t0)
+		var heard []int16
+		written := 0
+		last := t0
+		for tick := 1; tick <= n+int((path.delay+time.Second)/frame); tick++ {
+			now := t0.Add(time.Duration(tick)*frame + wakes(tick))
+			if !now.After(last) {
+				continue // a tick missed in a stall is dropped, as a ticker does
+			}
+			last = now
+			// The ear, as steady as in echoOf, wrote what came by now.
+			for ; written < n && t0.Add(time.Duration(written)*frame+5*time.Millisecond).Before(now); written++ {
+				at := t0.Add(time.Duration(written)*frame + 5*time.Millisecond)
+				l.write(speech[written*frameSamples:(written+1)*frameSamples], at, uint32(written*frameSamples))
+			}
+			for _, slot := range c.due(now) {
+				f := make([]int16, frameSamples)
+				l.mix(f, slot)
+				heard = append(heard, f...)
+			}
+		}
+		return heard
+	}
+	onTime := echo(func(int) time.Duration { return 6 * time.Millisecond })
+	skipped, dry := echoMoves.skipped.Load(), echoMoves.dry.Load()
+	stalled := 0
+	late := echo(func(tick int) time.Duration {
+		if tick%15 == 0 { // a stall, after which the ticks come on time again
+			stalled++
+			return time.Duration(rng.Int64N(int64(10 * frame)))
+		}
+		return 6 * time.Millisecond
+	})
+	if s, d := echoMoves.skipped.Load()-skipped, echoMoves.dry.Load()-dry; s != 0 || d != 0 {
+		t.Errorf("%d stalls of the microphone moved the echo: %d frames skipped, %d sounds ran dry", stalled, s, d)
+	}
+	if n := min(len(late), len(onTime)); !slices.Equal(trimmed(late[:n]), trimmed(onTime[:n])) {
+		t.Errorf("%d stalls of the microphone changed the echo it heard", stalled)
+	}
+}
+
 // A gap the bot leaves in sending, shorter than the speaker's delay, is
 // played as silence: the echo of the sound after it comes as late as if
 // the bot had sent the silence (its RTP timestamps jump over it), not
