@@ -217,14 +217,12 @@ func (m *mic) run(ctx context.Context) {
 
 // captureClock is a microphone's sound card: it captures a frame every
 // 20 ms whether or not the process that sends them wakes in time, and a
-// process woken late sends every frame captured since, at once. So a
-// starved user sends its audio in a bunch, as a loaded phone does, and
-// its speaker, played on the same clock, plays every frame: the echo
-// keeps its delay. Woken by a ticker that drops the ticks it misses, the
-// microphone sent a frame a wake-up, and the speaker fell a frame behind
-// for each tick missed and then skipped one to catch up: on a starved
-// two-core VM, 9,097 frames skipped in a run of 25 users, each moving
-// the echo 20 ms, which no phone's sound card does.
+// process woken late sends every frame captured since, at once, as a
+// loaded phone does. Its speaker, on the same clock, then plays every
+// frame, and the echo keeps its delay. A frame a wake-up, with a ticker
+// that drops the ticks a starved process misses, left the speaker a
+// frame behind for each one missed, and its catching up moved the echo
+// 20 ms at a time, which no phone's sound card does.
 type captureClock struct {
 	next  time.Time
 	slots []time.Time
