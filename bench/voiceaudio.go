@@ -126,6 +126,9 @@ type mic struct {
 
 	mu  sync.Mutex
 	cur *utterance
+	// rest is the next frame of between, counted from the end of the
+	// last phrase.
+	rest int
 }
 
 // phoneComplexity is the Opus complexity libwebrtc uses on phones.
@@ -177,7 +180,7 @@ func (m *mic) run(ctx context.Context) {
 	tick := time.NewTicker(frame)
 	defer tick.Stop()
 	seq, ts := uint16(rand.Uint32()), rand.Uint32()
-	sent, rest := false, 0
+	sent := false
 	for {
 		select {
 		case <-ctx.Done():
@@ -187,22 +190,7 @@ func (m *mic) run(ctx context.Context) {
 		now := time.Now()
 		micFrames.note(now.Sub(c.next))
 		for _, slot := range c.due(now) {
-			s, i := m.between, rest%len(m.between.frames)
-			rest++
-			m.mu.Lock()
-			if u := m.cur; u != nil {
-				s, i = u.sound, u.next
-				if u.next == 0 {
-					u.onset = now
-				}
-				if u.next++; u.next == len(u.frames) {
-					u.ended = now.Add(frame)
-					m.cur = nil
-					close(u.done)
-					rest = 0
-				}
-			}
-			m.mu.Unlock()
+			s, i := m.next(now)
 			data := m.packet(s, i, slot)
 			if data != nil {
 				// The first packet after a gap starts a talkspurt (RFC 3551 §4.1).
@@ -213,6 +201,30 @@ func (m *mic) run(ctx context.Context) {
 			ts += opusRate / 50
 		}
 	}
+}
+
+// next is the microphone's next frame, sent at now: the phrase's being
+// said, or what it sends between phrases.
+func (m *mic) next(now time.Time) (s sound, i int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u := m.cur
+	if u == nil {
+		i = m.rest % len(m.between.frames)
+		m.rest++
+		return m.between, i
+	}
+	if u.next == 0 {
+		u.onset = now
+	}
+	s, i = u.sound, u.next
+	if u.next++; u.next == len(u.frames) {
+		u.ended = now.Add(frame)
+		m.cur = nil
+		close(u.done)
+		m.rest = 0
+	}
+	return s, i
 }
 
 // captureClock is a microphone's sound card: it captures a frame every
