@@ -197,6 +197,17 @@ func (e *Endpointer) Trailing() time.Duration {
 // (pitch.go).
 func (e *Endpointer) SetEchoed(echoed bool) { e.echoed = echoed }
 
+// Forget drops the sound counted so far towards the start of an
+// utterance, which was not the speaker's: the agent's echo, come back at
+// a delay the suppressor had not followed yet. An utterance under way
+// goes on.
+func (e *Endpointer) Forget() {
+	if !e.inSpeech {
+		e.run, e.span, e.gap, e.recent = 0, 0, 0, 0
+		e.confirmed, e.pitch = false, pitchTrack{}
+	}
+}
+
 // SetText gives the endpointer the words recognised so far in the
 // current utterance, so that it waits longer when they look unfinished.
 func (e *Endpointer) SetText(s string) { e.text = s }

@@ -186,3 +186,61 @@ func TestLooksUnfinished(t *testing.T) {
 		}
 	}
 }
+
+// Sound the endpointer forgot (the agent's echo, which the suppressor
+// followed to a new delay only after it had counted towards a start)
+// starts no utterance: voice must then last MinSpeech anew. An utterance
+// already under way is not forgotten.
+func TestEndpointerForgetsTheRunSoFar(t *testing.T) {
+	pcm := mix(append(speechtest.Render(t, "How far is the moon?", 140, rate), speechtest.Silence(1000, rate)...), 20)
+	cfg := voice.EndpointConfig{MinSpeech: 120 * time.Millisecond}
+	minSpeech := int(cfg.MinSpeech / voice.FrameDuration)
+	var f voice.Framer
+	frames := f.Write(pcm)
+	startsAt := func(forgetAt int) int {
+		e := endpointer(t, cfg)
+		for i, fr := range frames {
+			if i == forgetAt {
+				e.Forget()
+			}
+			evs, err := e.Push(fr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range evs {
+				if ev.Kind == voice.SpeechStarted {
+					return i
+				}
+			}
+		}
+		return -1
+	}
+	start := startsAt(-1)
+	if start < 0 {
+		t.Fatal("the speech never started")
+	}
+	if got := startsAt(start); got < start+minSpeech {
+		t.Errorf("forgotten one frame before it started, the speech started %d frames later; want %d or more", got-start, minSpeech)
+	}
+
+	e := endpointer(t, cfg)
+	ended := false
+	for i, fr := range frames {
+		if i == start+5 {
+			e.Forget()
+			if !e.InSpeech() {
+				t.Fatal("the utterance under way was forgotten")
+			}
+		}
+		evs, err := e.Push(fr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range evs {
+			ended = ended || ev.Kind == voice.SpeechEnded
+		}
+	}
+	if !ended {
+		t.Error("the utterance under way never ended")
+	}
+}

@@ -154,6 +154,11 @@ func (l *listener) onAudio(c chunk) bool {
 	// A path found, moved or ruled out is rare, and what decides whether
 	// the agent's echo gets through.
 	if p := l.suppressor.Path(); p != l.path {
+		if p.Moved(l.path) {
+			// What the old delay left of the echo until it was followed
+			// is no start of speech.
+			l.e.Forget()
+		}
 		l.path = p
 		l.log.Debug("voice: the echo path changed", "echo", l.suppressor)
 	}

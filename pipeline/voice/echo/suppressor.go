@@ -167,6 +167,14 @@ func (s *Suppressor) Path() PathState {
 	return st
 }
 
+// Moved says whether the path went from one known delay, before's, to
+// another: the sound the old delay left unexplained since the echo moved
+// was that echo, come at the new one, and went through as if it were
+// the user's, until then.
+func (p PathState) Moved(before PathState) bool {
+	return p.Mode == "locked" && before.Mode == "locked" && p.Delay != before.Delay
+}
+
 // LogValue is what the suppressor knows of the echo path, for a log
 // line about speech it let through: whether it found the path, the
 // echo's delay where it did (as Path has it), and how clearly the delay
