@@ -53,11 +53,12 @@ func (m *thinkOpenModel) Stream(ctx context.Context, _ *llm.Request) iter.Seq[ll
 }
 
 // gatedSynth says each sentence as two pieces of audio; for the first
-// sentence it asks to speak, it waits at gate between the two. It keeps
-// the text of every request; said gets it once the stage has taken all
-// of its audio.
+// sentence it asks to speak, it closes taken once the stage has taken
+// the first piece, and waits at gate before the second. It keeps the
+// text of every request; said gets it once the stage has taken all of
+// its audio.
 type gatedSynth struct {
-	gate        chan struct{}
+	gate, taken chan struct{}
 	asked, said chan string
 
 	mu    sync.Mutex
@@ -78,6 +79,7 @@ func (g *gatedSynth) Stream(ctx context.Context, req *speech.SynthesizeRequest) 
 			return
 		}
 		if first {
+			close(g.taken)
 			select {
 			case <-g.gate:
 			case <-ctx.Done():
@@ -115,7 +117,7 @@ func TestRetractedSentencesAreNotSpoken(t *testing.T) {
 	conv := engine.Open("conv_voice_retract")
 	defer conv.Close()
 
-	synth := &gatedSynth{gate: make(chan struct{}), asked: make(chan string, 8), said: make(chan string, 8)}
+	synth := &gatedSynth{gate: make(chan struct{}), taken: make(chan struct{}), asked: make(chan string, 8), said: make(chan string, 8)}
 	room := newRoom(true)
 	out := &fakeOut{speed: 1}
 	cfg := voice.Config{Recognizer: &speech.OpenAIRecognizer{URL: "http://unused.invalid/v1"}, Synthesizer: synth,
@@ -156,10 +158,13 @@ func TestRetractedSentencesAreNotSpoken(t *testing.T) {
 			return ""
 		}
 	}
-	// The first sentence plays; the model has streamed all three.
+	// The first sentence plays; the model has streamed all three. Its
+	// first piece is queued before the retraction: retracted sooner, it
+	// would rightly never be (sound).
 	if s := asked(); s != "First I read the question." {
 		t.Fatalf("first synthesised %q", s)
 	}
+	wait("the first sentence's first audio", synth.taken)
 	wait("the model's reasoning", model.waiting)
 	close(model.release)
 	wait("the answer", face.final)
@@ -181,12 +186,8 @@ func TestRetractedSentencesAreNotSpoken(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the answer was not spoken")
 	}
-	// The synthesiser has said it all; the stage writes its last piece a
-	// moment later.
+	// The synthesiser has said it all once the stage wrote its last piece.
 	written, _ := out.stats()
-	for deadline := time.Now().Add(10 * time.Second); written < 600*time.Millisecond && time.Now().Before(deadline); written, _ = out.stats() {
-		time.Sleep(5 * time.Millisecond)
-	}
 	synth.mu.Lock()
 	texts := slices.Clone(synth.texts)
 	synth.mu.Unlock()
