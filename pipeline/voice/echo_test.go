@@ -50,49 +50,42 @@ type heard struct {
 
 func hearMic(t testing.TB, agent, mic []int16, suppress bool) heard {
 	t.Helper()
+	// Unsuppressed, the microphone is heard through a suppressor that was
+	// told of no agent's voice, which lets it through as it came.
 	ref := &echo.Reference{}
-	s := echo.NewSuppressor(ref, echo.Config{})
+	told := func([]int16, int, time.Time) {}
+	if suppress {
+		told = ref.Write
+	}
 	e, err := voice.NewEndpointer(voice.EndpointConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var f voice.Framer
+	ear := voice.NewEar(echo.NewSuppressor(ref, echo.Config{}), e)
 	var h heard
 	in := 0
-	path := s.Path()
-	speechtest.Replay(agent, agentRate, mic, time.Unix(1000, 0), ref.Write, func(chunk []int16, at time.Time) {
-		pcm := append([]int16(nil), chunk...)
-		if suppress && s.Process(pcm, at) {
-			h.rejected++
-		}
-		if p := s.Path(); p != path {
-			if p.Moved(path) {
-				e.Forget() // as the listener does
-			}
-			path = p
-		}
+	speechtest.Replay(agent, agentRate, mic, time.Unix(1000, 0), told, func(chunk []int16, at time.Time) {
 		in += len(chunk)
-		// The chunk's frames end where its input did, as late as the
-		// suppressor put it out.
-		pos := in - int(s.Delay()*voice.InputRate/time.Second)
-		e.SetEchoed(suppress && s.Echoing())
-		for _, fr := range f.Write(pcm) {
-			evs, err := e.Push(fr)
-			if err != nil {
-				t.Fatal(err)
-			}
+		rejected, err := ear.Hear(append([]int16(nil), chunk...), at, func(evs []voice.EndpointEvent, late time.Duration) {
+			// The chunk's frames end where its input did, as late as the
+			// suppressor put it out.
+			pos := in - int(late*voice.InputRate/time.Second)
 			for _, ev := range evs {
 				switch ev.Kind {
 				case voice.SpeechStarted:
 					h.starts = append(h.starts, pos)
 				case voice.SpeechConfirmed:
 					h.confirmed = append(h.confirmed, pos)
-					s.Hold(true)
 				case voice.SpeechEnded:
 					h.utterances = append(h.utterances, ev.Audio)
-					s.Hold(false)
 				}
 			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rejected {
+			h.rejected++
 		}
 	})
 	h.floor = e.NoiseFloor()

@@ -2,7 +2,9 @@ package voice
 
 import (
 	"context"
+	"time"
 
+	"github.com/alicia-voice/alicia/pipeline/voice/echo"
 	"github.com/alicia-voice/alicia/wire"
 )
 
@@ -46,3 +48,17 @@ const MinPeriodicity = minPeriodicity
 
 // CueTone is the first n samples of the sound cue, at 24 kHz.
 func CueTone(n int) []int16 { return (&pulse{}).next(n) }
+
+// Ear hears a microphone as a listener does: through the suppressor s,
+// then the endpointer e.
+type Ear struct{ a *ear }
+
+func NewEar(s *echo.Suppressor, e *Endpointer) Ear { return Ear{newEar(s, e)} }
+
+// Hear takes a chunk that came at at and hands each frame's events to
+// frame, with how late the suppressor put the frame out; rejected: a
+// stretch of echo was taken out.
+func (a Ear) Hear(pcm []int16, at time.Time, frame func(evs []EndpointEvent, late time.Duration)) (rejected bool, err error) {
+	rejected, _, err = a.a.hear(pcm, at, func(_ []int16, evs []EndpointEvent, out time.Time) { frame(evs, at.Sub(out)) })
+	return rejected, err
+}

@@ -27,10 +27,13 @@ type listener struct {
 	// ctx ends the listener; ictx, the recognitions of utterances still
 	// under way, when the listener returns.
 	ctx, ictx context.Context
-	e         *Endpointer
-	f         Framer
-	rt        *realtime
-	pre       Preempter
+	// ear hears the speaker's audio, the agent's echo taken out of it by
+	// suppressor, through the endpointer e.
+	ear        *ear
+	e          *Endpointer
+	suppressor *echo.Suppressor
+	rt         *realtime
+	pre        Preempter
 	// wg holds every goroutine the listener starts.
 	wg sync.WaitGroup
 	// finished are the utterances on their way to a final transcript,
@@ -45,12 +48,6 @@ type listener struct {
 	guesses  chan guess
 	inFlight bool
 	guessing bool
-
-	// suppressor takes the agent's own voice out of the speaker's audio
-	// before the endpointer and the recogniser hear it; path is the echo
-	// path it knew at the last chunk.
-	suppressor *echo.Suppressor
-	path       echo.PathState
 }
 
 // current is the utterance under way, and what the listener did with it
@@ -84,7 +81,7 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 		ctx: ctx, ictx: ictx, e: e, rt: s.realtime(ctx, log), pre: s.preempter(),
 		finished: queue.New[utterance](), interims: make(chan interim, 1), guesses: make(chan guess, 1),
 		suppressor: echo.NewSuppressor(s.sent, echo.Config{MinSound: s.cfg.Endpoint.MinSpeech})}
-	l.path = l.suppressor.Path()
+	l.ear = newEar(l.suppressor, e)
 	defer l.rt.close()
 	defer l.suppressor.Close()
 	ended := make(chan struct{})
@@ -148,49 +145,41 @@ func (l *listener) onChunks(in *Input) bool {
 // agent's echo taken out; false if the VAD failed. The suppressor
 // decides what is echo, so it is what counts the echo rejected.
 func (l *listener) onAudio(c chunk) bool {
-	if l.suppressor.Process(c.pcm, c.at) {
+	rejected, pathChanged, err := l.ear.hear(c.pcm, c.at, l.onFrame)
+	if rejected {
 		l.s.cfg.Observer.EchoRejected()
 	}
-	// A path found, moved or ruled out is rare, and what decides whether
-	// the agent's echo gets through.
-	if p := l.suppressor.Path(); p != l.path {
-		if p.Moved(l.path) {
-			// What the old delay left of the echo until it was followed
-			// is no start of speech.
-			l.e.Forget()
-		}
-		l.path = p
+	if pathChanged {
+		// Rare, and what decides whether the agent's echo gets through.
 		l.log.Debug("voice: the echo path changed", "echo", l.suppressor)
 	}
-	at := c.at.Add(-l.suppressor.Delay()) // when the audio now at hand came
-	l.e.SetEchoed(l.suppressor.Echoing())
-	for _, fr := range l.f.Write(c.pcm) {
-		evs, err := l.e.Push(fr)
-		if err != nil {
-			l.log.Error("voice: VAD failed", "err", err)
-			return false
-		}
-		plain := true
-		for _, ev := range evs {
-			switch ev.Kind {
-			case SpeechStarted:
-				l.speechStarted(ev, at)
-				plain = false
-			case SpeechConfirmed:
-				l.log.Debug("voice: the sound is speech", "message", l.cur.id, "after", ev.Speech, "echo", l.suppressor)
-				l.hear.speechConfirmed(l.cur.id)
-				l.suppressor.Hold(true)
-			case SpeechEnded:
-				l.suppressor.Hold(false)
-				l.speechEnded(ev, at, fr)
-				plain = false
-			}
-		}
-		if l.e.InSpeech() {
-			l.inSpeech(fr, plain)
-		}
+	if err != nil {
+		l.log.Error("voice: VAD failed", "err", err)
+		return false
 	}
 	return true
+}
+
+// onFrame takes a frame of the speaker's audio, which came at at, and the
+// events it completed.
+func (l *listener) onFrame(fr []int16, evs []EndpointEvent, at time.Time) {
+	plain := true
+	for _, ev := range evs {
+		switch ev.Kind {
+		case SpeechStarted:
+			l.speechStarted(ev, at)
+			plain = false
+		case SpeechConfirmed:
+			l.log.Debug("voice: the sound is speech", "message", l.cur.id, "after", ev.Speech, "echo", l.suppressor)
+			l.hear.speechConfirmed(l.cur.id)
+		case SpeechEnded:
+			l.speechEnded(ev, at, fr)
+			plain = false
+		}
+	}
+	if l.e.InSpeech() {
+		l.inSpeech(fr, plain)
+	}
 }
 
 // speechStarted: an utterance began in the chunk that came at at.
