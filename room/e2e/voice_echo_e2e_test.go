@@ -122,9 +122,9 @@ func pauseTimes(pauses []pipeline.Timed, t time.Time) []string {
 // before the question, over the whole second); the stretches of echo
 // rejected (echo-rejected/op); and how often the question was recognised
 // to a word error rate of 0.2 (recognised/op). The question comes where
-// TestEchoOverLiveKit's does, the bot talking on: 75 frames into a
-// shorter answer it came within 200 ms of a pause of that answer, and the
-// client heard the pause as the bot's silence. Each iteration takes about 23 s: run it with -benchtime Nx.
+// TestEchoOverLiveKit's does, with the bot talking on, not near a pause
+// of the answer, which the client would hear as the bot's silence. Each
+// iteration takes about 23 s: run it with -benchtime Nx.
 func BenchmarkEchoOverLiveKit(b *testing.B) {
 	lk := testenv.StartLiveKit(b)
 	stop := trimmed(speechtest.Render(b, stopPhrase, 140, voice.InputRate))
