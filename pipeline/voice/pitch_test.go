@@ -141,10 +141,13 @@ func TestEndpointerTellsSpeechFromNoise(t *testing.T) {
 
 // A "stop" starts an utterance from its "s", through the closure and the
 // burst of its "t", which the VAD calls silence, and is confirmed as
-// speech at its vowel's first period, also said fast, and as a client's
-// Opus brings it. The utterance's onset is its first sound: the barge-in
-// is timed from there. Its vowel's pitch glides fast; measured over the
-// 23 ms from a window's start, it was confirmed at 220 ms.
+// speech at its vowel's first periods, also said fast, and as a client's
+// Opus brings it, wherever its onset falls in a frame. The utterance's
+// onset is its first sound: the barge-in is timed from there. Its
+// vowel's pitch glides fast; measured over the 23 ms from a window's
+// start, it was confirmed at 220 ms. With windows every 10 ms, the
+// Opus-coded "stop" was confirmed up to 212 ms after its first sound,
+// depending on where in a frame it began.
 func TestEndpointerHearsAStopFromItsHiss(t *testing.T) {
 	for _, c := range []struct {
 		wpm   int
@@ -154,25 +157,33 @@ func TestEndpointerHearsAStopFromItsHiss(t *testing.T) {
 		if c.coded {
 			stop = speechtest.Coded(t, stop, rate)
 		}
-		wpm := fmt.Sprintf("%d words a minute (Opus: %v)", c.wpm, c.coded)
-		lead := 600 * time.Millisecond
-		pcm := mix(append(append(speechtest.Silence(int(lead/time.Millisecond), rate), stop...), speechtest.Silence(1000, rate)...), 1)
-		var started, onset, confirmed time.Duration = -1, -1, -1
-		for _, s := range run(t, endpointer(t, voice.EndpointConfig{}), pcm, nil) {
-			switch {
-			case s.kind == voice.SpeechStarted && started < 0:
-				started, onset = s.at-lead, s.at-s.ev.Onset-lead
-			case s.kind == voice.SpeechConfirmed && confirmed < 0:
-				confirmed = s.at - lead
+		for shift := time.Duration(0); shift < voice.FrameDuration; shift += 2 * time.Millisecond {
+			at := fmt.Sprintf("%d words a minute (Opus: %v), %v into a frame", c.wpm, c.coded, shift)
+			lead := 600*time.Millisecond + shift
+			pcm := mix(append(append(speechtest.Silence(int(lead/time.Millisecond), rate), stop...), speechtest.Silence(1000, rate)...), 1)
+			var started, onset, confirmed time.Duration = -1, -1, -1
+			for _, s := range run(t, endpointer(t, voice.EndpointConfig{}), pcm, nil) {
+				switch {
+				case s.kind == voice.SpeechStarted && started < 0:
+					started, onset = s.at-lead, s.at-s.ev.Onset-lead
+				case s.kind == voice.SpeechConfirmed && confirmed < 0:
+					confirmed = s.at - lead
+				}
 			}
-		}
-		t.Logf("%s: started %v, its onset at %v, confirmed %v after the first sound", wpm, started, onset, confirmed)
-		// MinSpeech of voice, the "t"'s 40 ms and a frame of alignment.
-		if started < 0 || started > 180*time.Millisecond || onset < -voice.FrameDuration || onset > voice.FrameDuration {
-			t.Errorf("%s: started %v after the first sound, its onset placed at %v", wpm, started, onset)
-		}
-		if confirmed < 0 || confirmed > 200*time.Millisecond {
-			t.Errorf("%s: confirmed as speech %v after the first sound", wpm, confirmed)
+			t.Logf("%s: started %v, its onset at %v, confirmed %v after the first sound", at, started, onset, confirmed)
+			// MinSpeech of voice, the "t"'s 40 ms and a frame of
+			// alignment; Opus delays the sound by 6.5 ms and may soften
+			// the hiss's first frame to less than voice.
+			late := voice.FrameDuration
+			if c.coded {
+				late *= 2
+			}
+			if started < 0 || started > 180*time.Millisecond || onset < -voice.FrameDuration || onset > late {
+				t.Errorf("%s: started %v after the first sound, its onset placed at %v", at, started, onset)
+			}
+			if confirmed < 0 || confirmed > 200*time.Millisecond {
+				t.Errorf("%s: confirmed as speech %v after the first sound", at, confirmed)
+			}
 		}
 	}
 }
