@@ -233,39 +233,27 @@ func containsQuestion(texts []string) bool {
 // after the onset at most on average over the points, and no more than
 // 120 ms later than with no echo at all. Over the echo its pitch is
 // measured the stricter way (echoSegment), which that "Stop," reaches
-// 206 to 214 ms after its onset on average by delay and gain, 60 to 100
-// ms at worst after it does with no echo, where it is measured on the
-// newest 12.5 ms of a window (150 to 160 ms). Without the looser margin
+// 203 to 213 ms after its onset on average by delay and gain, 60 ms at
+// worst after it does with no echo, where it is measured on the newest
+// 12.5 ms of a window (150 to 160 ms). As a client's Opus brings it, it
+// is BenchmarkCodedQuestionOverEcho's. Without the looser margin
 // after a frame of clear double talk, a vowel after the user's "st" was
 // taken out as echo at 100 and 300 ms, -3 dB, and the barge-in waited
 // for the next syllable, 830 ms after the onset.
 func TestBargeInOverEcho(t *testing.T) {
-	agent := agentVoice(t)
-	user := speechtest.Trim(speechtest.Render(t, stopPhrase, 140, voice.InputRate))
-	userGain := -speechtest.LevelDB(agent, agentRate, user, voice.InputRate)
-	noise := speechtest.Noise(len(agent)*1000/agentRate+3000, voice.InputRate, 3)
-	alone := map[int]time.Duration{}
-	ms := func(n int) time.Duration { return time.Duration(n) * time.Second / voice.InputRate }
-	confirm := func(back []int16, onset int) time.Duration {
-		mic := speechtest.Mix(speechtest.Mix(append([]int16(nil), back...), noise, 0, 0), user, onset, userGain)
-		h := hearMic(t, agent, mic, true)
-		if len(h.starts) == 0 || h.starts[0] < onset || len(h.confirmed) == 0 {
-			t.Fatalf("%v into the answer: speech started at %v, confirmed at %v", ms(onset), h.starts, h.confirmed)
-		}
-		return ms(h.confirmed[0] - onset)
-	}
+	q := newQuestionOverEcho(t, speechtest.Trim(speechtest.Render(t, stopPhrase, 140, voice.InputRate)))
+	alone := map[time.Duration]time.Duration{}
 	for _, p := range echoPaths {
 		t.Run(echoName(p), func(t *testing.T) {
-			back := p.Of(t, agent, agentRate)
+			back := p.Of(t, q.agent, agentRate)
 			var worst, sum, total time.Duration
 			n := 0
-			for at := 3000 * time.Millisecond; at <= 8*time.Second; at += 250 * time.Millisecond {
-				onset := int(at * voice.InputRate / time.Second)
-				if _, ok := alone[onset]; !ok {
-					alone[onset] = confirm(make([]int16, len(noise)), onset)
+			for _, at := range questionOnsets() {
+				if _, ok := alone[at]; !ok {
+					alone[at] = q.confirmed(t, nil, at)
 				}
-				got := confirm(back, onset)
-				late := got - alone[onset]
+				got := q.confirmed(t, back, at)
+				late := got - alone[at]
 				worst, sum, total, n = max(worst, late), sum+late, total+got, n+1
 				if late > 120*time.Millisecond {
 					t.Errorf("%v into the answer: confirmed %v after the onset, %v later than with no echo", at, got, late)
@@ -279,6 +267,45 @@ func TestBargeInOverEcho(t *testing.T) {
 			}
 		})
 	}
+}
+
+// questionOverEcho is a user's question said over the echo answer, as
+// loud as the agent, in a quiet room's noise.
+type questionOverEcho struct {
+	agent, user, noise []int16
+	gain               float64
+}
+
+func newQuestionOverEcho(tb testing.TB, user []int16) *questionOverEcho {
+	agent := agentVoice(tb)
+	return &questionOverEcho{agent: agent, user: user, gain: -speechtest.LevelDB(agent, agentRate, user, voice.InputRate),
+		noise: speechtest.Noise(len(agent)*1000/agentRate+3000, voice.InputRate, 3)}
+}
+
+// questionOnsets are the 21 points of the answer the question is said
+// at, 3 to 8 s into it.
+func questionOnsets() []time.Duration {
+	var out []time.Duration
+	for at := 3000 * time.Millisecond; at <= 8*time.Second; at += 250 * time.Millisecond {
+		out = append(out, at)
+	}
+	return out
+}
+
+// confirmed is how long after its onset the question, said at at over
+// back (the echo; nil for none), was confirmed as speech.
+func (q *questionOverEcho) confirmed(tb testing.TB, back []int16, at time.Duration) time.Duration {
+	tb.Helper()
+	onset := int(at * voice.InputRate / time.Second)
+	if back == nil {
+		back = make([]int16, len(q.noise))
+	}
+	mic := speechtest.Mix(speechtest.Mix(append([]int16(nil), back...), q.noise, 0, 0), q.user, onset, q.gain)
+	h := hearMic(tb, q.agent, mic, true)
+	if len(h.starts) == 0 || h.starts[0] < onset || len(h.confirmed) == 0 {
+		tb.Fatalf("%v into the answer: speech started at %v, confirmed at %v", at, seconds(h.starts), seconds(h.confirmed))
+	}
+	return time.Duration(h.confirmed[0]-onset) * time.Second / voice.InputRate
 }
 
 // A client's jitter buffer grows in the middle of an answer (the network

@@ -56,9 +56,18 @@ const (
 // of a voice like theirs, and taken out whole it would hold back the
 // barge-in until their next syllable, half a second later
 // (TestBargeInOverEcho). Over the echo alone, no looser margin ever
-// applies.
+// applies. A client's Opus softens the hiss of an "s": over a -3 dB echo
+// at 300 ms, the coded "s" of a "Stop," left 0.38, 0.48 and 0.32 of three
+// hops unexplained, never doubleTalk, its vowel was taken for echo, and
+// 3 of 21 such questions started only at their next words, 830 to 850
+// ms after the onset. Three hops in a row of doubleTalkRun prove double
+// talk too: 2 of 21 then (BenchmarkCodedQuestionOverEcho), and the
+// moved echoes that start speech stay 3 of 480 (BenchmarkEchoMoves;
+// two in a row: 1 of 21, and 4 of 480).
 const (
 	doubleTalk      = 0.6
+	doubleTalkRun   = 0.3
+	doubleTalkHops  = 3
 	talkHold        = 20
 	echoOnlyTalking = 2.0
 )

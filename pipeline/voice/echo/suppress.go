@@ -59,7 +59,7 @@ func (s *Suppressor) suppress(b []int16, t time.Time, quiet bool) (processed, re
 		share = unexplainedShare(&h.power, &h.judged, over)
 	}
 	g, echoOnly, removed := gains(&h.power, &h.bins, &h.echoBins, s.noise(), share)
-	if share >= doubleTalk {
+	if s.doubleTalkAt(share) {
 		s.talked = s.taken
 	}
 	if s.mode == locked && echoOnly {
@@ -67,6 +67,25 @@ func (s *Suppressor) suppress(b []int16, t time.Time, quiet bool) (processed, re
 	}
 	w.mic.synthesise(&g)
 	return true, removed
+}
+
+// doubleTalkAt says whether this hop, whose sound the echo leaves
+// unexplained for share, proves that the user talks over the agent: a
+// share of doubleTalk, or of doubleTalkRun for doubleTalkHops hops in a
+// row.
+func (s *Suppressor) doubleTalkAt(share float64) bool {
+	switch {
+	case share < doubleTalkRun:
+		s.unsureRun = 0
+	case s.unsure == s.taken-hop:
+		s.unsureRun++
+	default:
+		s.unsureRun = 1
+	}
+	if share >= doubleTalkRun {
+		s.unsure = s.taken
+	}
+	return share >= doubleTalk || s.unsureRun >= doubleTalkHops
 }
 
 // heardHop is a hop of the microphone as analysed, and the echo in it as

@@ -69,6 +69,11 @@ type Suppressor struct {
 	// echo; gone the last one the echo due at the locked delay was not
 	// there.
 	talked, gone int64
+	// unsure is the last hop (as taken) the echo left unexplained for
+	// doubleTalkRun of its sound, and unsureRun how many such hops in a
+	// row led to it.
+	unsure    int64
+	unsureRun int
 	// w is the analysis, made at the first hop that needs it; wants:
 	// the reference keeps its audio for this microphone.
 	w     *work
