@@ -269,8 +269,8 @@ func TestBargeInOverEcho(t *testing.T) {
 	}
 }
 
-// questionOverEcho is a user's question said over the echo answer, as
-// loud as the agent, in a quiet room's noise.
+// questionOverEcho is a user's question said over the echo tests'
+// answer, as loud as the agent, in a quiet room's noise.
 type questionOverEcho struct {
 	agent, user, noise []int16
 	gain               float64
