@@ -30,18 +30,38 @@ type EchoPath struct {
 // from the agent's.
 func (p EchoPath) Of(t testing.TB, agent []int16, rate int) []int16 {
 	t.Helper()
-	line := p.Line(t, rate)
-	n := rate / 50
-	var back []int16
-	for i := 0; i < len(agent)+int(p.Delay)*rate/int(time.Second)+n; i += n {
-		back = append(back, line.Frame(agent[min(i, len(agent)):min(i+n, len(agent))])...)
-	}
-	lead := int(p.Delay * EchoRate / time.Second)
-	scale := RMS(resampleTo(agent, rate)) * math.Pow(10, p.GainDB/20) / RMS(back[lead:])
+	back, scale := p.run(t, agent, rate, 1, nil)
 	for i, v := range back {
 		back[i] = clip(float64(v) * scale)
 	}
 	return back
+}
+
+// Over is what the speakerphone's microphone sends when it hears near
+// too, the user's side at EchoRate (the room's noise, the user): the
+// echo as Of makes it, with near added before the client's encoder, so
+// that the two are Opus-coded together, as a real microphone's are.
+func (p EchoPath) Over(t testing.TB, agent []int16, rate int, near []int16) []int16 {
+	t.Helper()
+	_, scale := p.run(t, agent, rate, 1, nil)
+	mic, _ := p.run(t, agent, rate, scale, near)
+	return mic
+}
+
+// run streams the agent's audio through Line, its gain scaled by gain
+// and near added before the client's encoder, and returns the
+// microphone's audio and the scale that brings the echo to GainDB.
+func (p EchoPath) run(t testing.TB, agent []int16, rate int, gain float64, near []int16) ([]int16, float64) {
+	t.Helper()
+	line := p.Line(t, rate)
+	line.gain *= gain
+	n := rate / 50
+	var back []int16
+	for i, k := 0, 0; i < len(agent)+int(p.Delay)*rate/int(time.Second)+n || k < len(near); i, k = i+n, k+echoFrame {
+		back = append(back, line.frameOver(agent[min(i, len(agent)):min(i+n, len(agent))], near[min(k, len(near)):min(k+echoFrame, len(near))])...)
+	}
+	lead := int(p.Delay * EchoRate / time.Second)
+	return back, RMS(resampleTo(agent, rate)) * math.Pow(10, p.GainDB/20) / RMS(back[lead:])
 }
 
 // EchoLine is an EchoPath as a stream, frame by frame: the agent's audio
@@ -93,7 +113,11 @@ func (p EchoPath) Line(t testing.TB, rate int) *EchoLine {
 
 // Frame takes the agent's next 20 ms (padded with silence: nil is a
 // frame not played) and returns the microphone's next 20 ms.
-func (l *EchoLine) Frame(agent []int16) []int16 {
+func (l *EchoLine) Frame(agent []int16) []int16 { return l.frameOver(agent, nil) }
+
+// frameOver is Frame for a microphone that also hears near, the user's side
+// of the next 20 ms at EchoRate.
+func (l *EchoLine) frameOver(agent, near []int16) []int16 {
 	clear(l.frame)
 	copy(l.frame, agent)
 	played := l.trip(l.bot, l.botDec, l.frame)
@@ -110,6 +134,9 @@ func (l *EchoLine) Frame(agent []int16) []int16 {
 	l.late = append(l.late, room)
 	next := l.late[0]
 	l.late = l.late[1:]
+	for i, v := range near {
+		next[i] = clip(float64(next[i]) + float64(v))
+	}
 	return l.trip(l.user, l.userDec, next)
 }
 

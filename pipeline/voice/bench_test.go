@@ -2,6 +2,7 @@ package voice_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -371,5 +372,40 @@ func BenchmarkCodedQuestionOverEcho(b *testing.B) {
 			b.ReportMetric(float64(got[len(got)/2])/float64(time.Millisecond), "ms-confirmed")
 			b.ReportMetric(float64(lost), "lost/op")
 		})
+	}
+}
+
+// BenchmarkEchoInNoisyRoom is the echo alone over a room's noise, as a
+// speakerphone sends it: the two Opus-coded together by the client, or
+// (coded=false) the noise added after the codec, as the other in-process
+// echo tests add it. It reports per answer (about 10 s) how often the
+// echo started speech (starts/op) and was confirmed as speech, which
+// pauses the agent (confirmed/op), in the tests' quiet room and in one
+// 9.5 dB louder.
+func BenchmarkEchoInNoisyRoom(b *testing.B) {
+	agent := agentVoice(b)
+	quiet := speechtest.Noise(len(agent)*1000/agentRate+1000, voice.InputRate, 3)
+	for _, louder := range []int16{1, 3} {
+		noise := make([]int16, len(quiet))
+		for i, v := range quiet {
+			noise[i] = v * louder
+		}
+		for _, p := range echoPaths {
+			for _, coded := range []bool{true, false} {
+				b.Run(fmt.Sprintf("noise=x%d/%s/coded=%v", louder, echoName(p), coded), func(b *testing.B) {
+					var starts, confirmed int
+					for b.Loop() {
+						mic := speechtest.Mix(p.Of(b, agent, agentRate), noise, 0, 0)
+						if coded {
+							mic = p.Over(b, agent, agentRate, noise)
+						}
+						h := hearMic(b, agent, mic, true)
+						starts, confirmed = len(h.starts), len(h.confirmed)
+					}
+					b.ReportMetric(float64(starts), "starts/op")
+					b.ReportMetric(float64(confirmed), "confirmed/op")
+				})
+			}
+		}
 	}
 }
