@@ -395,9 +395,11 @@ func BenchmarkEchoInNoisyRoom(b *testing.B) {
 				b.Run(fmt.Sprintf("noise=x%d/%s/coded=%v", louder, echoName(p), coded), func(b *testing.B) {
 					var starts, confirmed int
 					for b.Loop() {
-						mic := speechtest.Mix(p.Of(b, agent, agentRate), noise, 0, 0)
+						var mic []int16
 						if coded {
 							mic = p.Over(b, agent, agentRate, noise)
+						} else {
+							mic = speechtest.Mix(p.Of(b, agent, agentRate), noise, 0, 0)
 						}
 						h := hearMic(b, agent, mic, true)
 						starts, confirmed = len(h.starts), len(h.confirmed)

@@ -74,17 +74,14 @@ func (s *Suppressor) suppress(b []int16, t time.Time, quiet bool) (processed, re
 // share of doubleTalk, or of doubleTalkRun for doubleTalkHops hops in a
 // row.
 func (s *Suppressor) doubleTalkAt(share float64) bool {
-	switch {
-	case share < doubleTalkRun:
+	if share < doubleTalkRun {
 		s.unsureRun = 0
-	case s.unsure == s.taken-hop:
-		s.unsureRun++
-	default:
-		s.unsureRun = 1
+		return false
 	}
-	if share >= doubleTalkRun {
-		s.unsure = s.taken
+	if s.unsure != s.taken-hop {
+		s.unsureRun = 0
 	}
+	s.unsure, s.unsureRun = s.taken, s.unsureRun+1
 	return share >= doubleTalk || s.unsureRun >= doubleTalkHops
 }
 
