@@ -12,7 +12,8 @@
 // spectra (20 ms windows every 10 ms, 21 bands up to 8 kHz) of the
 // microphone and of the reference, and
 //   - finds the echo's delay by correlating the rises of the two's band
-//     levels over lags of 0 to 800 ms, and locks only on a clear peak
+//     levels (the microphone's floored over the room's noise in each
+//     band) over lags of 0 to 800 ms, and locks only on a clear peak
 //     (estimator);
 //   - learns the echo path's gain per band over a few taps around that
 //     delay, only while the echo alone explains the microphone (path);

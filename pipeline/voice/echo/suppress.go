@@ -6,9 +6,10 @@ import (
 )
 
 // suppress decides what to do with the frame that ends with hop b, at t,
-// and does it: processed, the analyser's buffer holds the frame to
-// overlap; removed, the frame's sound was taken out as echo.
-func (s *Suppressor) suppress(b []int16, t time.Time, quiet bool) (processed, removed bool) {
+// quiet (no louder than the room's noise) or silent (under minLevel), and
+// does it: processed, the analyser's buffer holds the frame to overlap;
+// removed, the frame's sound was taken out as echo.
+func (s *Suppressor) suppress(b []int16, t time.Time, quiet, silent bool) (processed, removed bool) {
 	st := s.ref.state()
 	s.active = st.rate != 0 && !st.sound.Before(t.Add(-window))
 	if !s.active {
@@ -33,7 +34,7 @@ func (s *Suppressor) suppress(b []int16, t time.Time, quiet bool) (processed, re
 	k := w.refs.hopOf(t)
 	w.refs.ensure(k, t)
 	var h heardHop
-	s.hear(w, b, k, quiet, &h)
+	s.hear(w, b, k, quiet, silent, &h)
 	if w.est.update(&h.levels, w.refs, k, s.mode == none) {
 		if w.path.learn(&w.mics, w.refs, w.est.delay, k) {
 			s.mode, s.missing = locked, 0
@@ -97,10 +98,11 @@ type heardHop struct {
 	echoBins spectrum
 }
 
-// hear analyses the frame that ends with hop b into h; a quiet one is
-// not analysed, and its levels are the floor.
-func (s *Suppressor) hear(w *work, b []int16, k int64, quiet bool, h *heardHop) {
-	if quiet {
+// hear analyses the frame that ends with hop b into h. A quiet frame is
+// the room's noise, learnt by band (bandNoise); a silent one is not
+// analysed, and its levels are the lowest.
+func (s *Suppressor) hear(w *work, b []int16, k int64, quiet, silent bool, h *heardHop) {
+	if silent {
 		for i := range h.levels {
 			h.levels[i] = floorDB
 		}
@@ -113,8 +115,12 @@ func (s *Suppressor) hear(w *work, b []int16, k int64, quiet bool, h *heardHop) 
 		w.mic.buf[hop+i] = float32(v)
 	}
 	w.mic.analyse(&h.bins, &h.power)
-	h.levels = h.power.levels()
-	w.mics.add(k, &h.power)
+	if quiet {
+		w.noise.add(&h.power)
+	} else {
+		w.mics.add(k, &h.power)
+	}
+	h.levels = w.noise.floored(&h.power)
 }
 
 // predict puts the echo in h as the mode knows it, and moves the mode
