@@ -12,7 +12,8 @@ const benchFrame = Rate / 50
 
 // BenchmarkSuppressor is the cost of one 20 ms frame of the microphone:
 // while an echo of the agent is taken out of it (after its path was
-// found), while the user talks over that echo the whole time (double
+// found), alone and over a quiet room's noise (whose quiet frames are
+// analysed too, for the noise in each band), while the user talks over that echo the whole time (double
 // talk: every hop the echo leaves unexplained is tried at the delays
 // around the locked one too), while the agent talks and the microphone
 // is silent (a headset, or a client's own echo canceller), and while the
@@ -34,6 +35,7 @@ func BenchmarkSuppressor(b *testing.B) {
 		mic   []int16
 	}{
 		{"echo", agent, echoed},
+		{"echo in a room's noise", agent, speechtest.Mix(append([]int16(nil), echoed...), speechtest.Noise(len(echoed)*1000/Rate+1, Rate, 3), 0, 0)},
 		{"double talk", agent, talkedOver},
 		{"silent microphone", agent, make([]int16, len(echoed))},
 		{"agent silent", nil, echoed},
