@@ -384,12 +384,8 @@ func BenchmarkCodedQuestionOverEcho(b *testing.B) {
 // and in rooms 9.5 and 15.6 dB louder.
 func BenchmarkEchoInNoisyRoom(b *testing.B) {
 	agent := agentVoice(b)
-	quiet := speechtest.Noise(len(agent)*1000/agentRate+1000, voice.InputRate, 3)
 	for _, louder := range []int16{1, 3, 6} {
-		noise := make([]int16, len(quiet))
-		for i, v := range quiet {
-			noise[i] = v * louder
-		}
+		noise := roomNoise(agent, louder)
 		for _, p := range echoPaths {
 			for _, coded := range []bool{true, false} {
 				b.Run(fmt.Sprintf("noise=x%d/%s/coded=%v", louder, echoName(p), coded), func(b *testing.B) {

@@ -102,6 +102,17 @@ var echoPaths = []speechtest.EchoPath{
 
 func echoName(p speechtest.EchoPath) string { return fmt.Sprintf("%v %+.0fdB", p.Delay, p.GainDB) }
 
+// roomNoise is a room's noise for the length of the agent's answer and a
+// second: the tests' quiet room (about -55 dBFS) at louder 1, and louder
+// times its amplitude.
+func roomNoise(agent []int16, louder int16) []int16 {
+	noise := speechtest.Noise(len(agent)*1000/agentRate+1000, voice.InputRate, 3)
+	for i := range noise {
+		noise[i] *= louder
+	}
+	return noise
+}
+
 // The agent's voice coming back through a speakerphone, alone over a
 // room's noise, starts no speech through the whole answer once the
 // suppressor has taken it out, and it leaves the endpointer's noise
@@ -113,16 +124,12 @@ func echoName(p speechtest.EchoPath) string { return fmt.Sprintf("%v %+.0fdB", p
 // fluctuation there made the suppressor take the room for sound.
 func TestEchoStartsNoSpeech(t *testing.T) {
 	agent := agentVoice(t)
-	quiet := speechtest.Noise(len(agent)*1000/agentRate+1000, voice.InputRate, 3)
 	for _, room := range []struct {
 		name   string
 		louder int16
 		coded  bool
 	}{{"quiet room", 1, false}, {"noisy room, coded", 3, true}} {
-		noise := make([]int16, len(quiet))
-		for i, v := range quiet {
-			noise[i] = v * room.louder
-		}
+		noise := roomNoise(agent, room.louder)
 		noiseDB := 20 * math.Log10(speechtest.RMS(noise)/32768)
 		for _, p := range echoPaths {
 			t.Run(room.name+"/"+echoName(p), func(t *testing.T) {

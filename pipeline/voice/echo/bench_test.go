@@ -13,12 +13,12 @@ const benchFrame = Rate / 50
 // BenchmarkSuppressor is the cost of one 20 ms frame of the microphone:
 // while an echo of the agent is taken out of it (after its path was
 // found), alone and over a quiet room's noise (whose quiet frames are
-// analysed too, for the noise in each band), while the user talks over that echo the whole time (double
-// talk: every hop the echo leaves unexplained is tried at the delays
-// around the locked one too), while the agent talks and the microphone
-// is silent (a headset, or a client's own echo canceller), and while the
-// agent is silent. It reports the CPU a conversation spends on it per
-// second of audio.
+// analysed too, for the noise in each band), while the user talks over
+// that echo the whole time (double talk: every hop the echo leaves
+// unexplained is tried at the delays around the locked one too), while
+// the agent talks and the microphone is silent (a headset, or a client's
+// own echo canceller), and while the agent is silent. It reports the CPU
+// a conversation spends on it per second of audio.
 func BenchmarkSuppressor(b *testing.B) {
 	agent := speechtest.Render(b, answer, 140, trackRate)
 	echoed := speechtest.EchoPath{Delay: 300 * time.Millisecond, GainDB: -3}.Of(b, agent, trackRate)
