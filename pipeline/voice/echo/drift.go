@@ -101,7 +101,7 @@ func (s *Suppressor) realign(w *work, k int64, over float64, h *heardHop, unexpl
 			margin = echoOnlyOver
 		}
 		switch {
-		case unexplainedShare(&h.power, &echo, margin) >= unexplained:
+		case unexplainedShare(&h.power, &echo, &w.noise.power, margin) >= unexplained:
 			*r = 0
 		case unexplainedHop && *r < 255:
 			*r++
@@ -281,12 +281,13 @@ func (p *path) bandsAt(refs *refCache, k int64, d int) (echo powers) {
 }
 
 // unexplainedShare is the part of a hop's sound m that the echo does
-// not explain, a band's sound explained up to over times its echo.
-func unexplainedShare(m, echo *powers, over float64) float64 {
+// not explain, a band's sound explained up to over times its echo and
+// noiseOver times the room's noise in it.
+func unexplainedShare(m, echo, noise *powers, over float64) float64 {
 	var total, left float64
 	for b := range m {
 		total += m[b]
-		left += max(0, m[b]-over*echo[b])
+		left += max(0, m[b]-over*echo[b]-noiseOver*noise[b])
 	}
 	return left / max(total, 1e-9)
 }

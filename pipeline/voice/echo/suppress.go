@@ -36,7 +36,7 @@ func (s *Suppressor) suppress(b []int16, t time.Time, quiet, silent bool) (proce
 	var h heardHop
 	s.hear(w, b, k, quiet, silent, &h)
 	if w.est.update(&h.levels, w.refs, k, s.mode == none) {
-		if w.path.learn(&w.mics, w.refs, w.est.delay, k) {
+		if w.path.learn(&w.mics, w.refs, &w.noise.power, w.est.delay, k) {
 			s.mode, s.missing = locked, 0
 		} else {
 			w.est.unlock()
@@ -49,7 +49,7 @@ func (s *Suppressor) suppress(b []int16, t time.Time, quiet, silent bool) (proce
 	if s.taken-s.talked <= talkHold*hop {
 		over = echoOnlyTalking
 	}
-	share := unexplainedShare(&h.power, &h.judged, over)
+	share := unexplainedShare(&h.power, &h.judged, &w.noise.power, over)
 	switch {
 	case s.mode != locked:
 		w.drift = drift{}
@@ -57,7 +57,7 @@ func (s *Suppressor) suppress(b []int16, t time.Time, quiet, silent bool) (proce
 		// The hops that looked like the user over the echo were the
 		// echo, come at another delay: the new one explains them all.
 		s.talked, over = math.MinInt64/2, echoOnlyOver
-		share = unexplainedShare(&h.power, &h.judged, over)
+		share = unexplainedShare(&h.power, &h.judged, &w.noise.power, over)
 	}
 	g, echoOnly, removed := gains(&h.power, &h.bins, &h.echoBins, s.noise(), share)
 	if s.doubleTalkAt(share) {
