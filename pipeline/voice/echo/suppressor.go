@@ -350,10 +350,10 @@ func (f *noiseFloor) add(power float64) {
 // level is the floor; silence until the microphone's start is over, and
 // while it has carried nothing but silence.
 func (f *noiseFloor) level() float64 {
-	l := math.Inf(1)
 	if f.started < startHops {
 		return minLevel * minLevel
 	}
+	l := math.Inf(1)
 	if f.n > 0 {
 		l = f.cur
 	}
