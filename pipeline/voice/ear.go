@@ -43,7 +43,9 @@ func (a *ear) hear(pcm []int16, at time.Time, frame func(pcm []int16, evs []Endp
 		a.path, pathChanged = p, true
 	}
 	at = at.Add(-a.s.Delay())
-	a.e.SetEchoed(a.s.Echoing())
+	// Sound the echo leaves unexplained is the user's: its pitch is
+	// measured as over no echo (pitch.go).
+	a.e.SetEchoed(a.s.Echoing() && !a.s.DoubleTalk())
 	for _, fr := range a.f.Write(pcm) {
 		evs, err := a.e.Push(fr)
 		if err != nil {

@@ -121,14 +121,18 @@ func roomNoise(agent []int16, louder int16) []int16 {
 // quiet one, its noise added after the client's codec, and one 9.5 dB
 // louder whose noise the client's Opus codes with the echo, as a real
 // microphone sends them: the codec's start and the noise's own
-// fluctuation there made the suppressor take the room for sound.
+// fluctuation there made the suppressor take the room for sound. In the
+// noisy room uncoded, the echo's delay stood out by 0.42 alone over the
+// answer's first 400 ms of sound, and before a weaker peak could lock
+// (delay.go) the microphone was taken for one without echo, which let
+// the echo start speech three times an answer.
 func TestEchoStartsNoSpeech(t *testing.T) {
 	agent := agentVoice(t)
 	for _, room := range []struct {
 		name   string
 		louder int16
 		coded  bool
-	}{{"quiet room", 1, false}, {"noisy room, coded", 3, true}} {
+	}{{"quiet room", 1, false}, {"noisy room", 3, false}, {"noisy room, coded", 3, true}} {
 		noise := roomNoise(agent, room.louder)
 		noiseDB := 20 * math.Log10(speechtest.RMS(noise)/32768)
 		for _, p := range echoPaths {
@@ -256,14 +260,16 @@ func containsQuestion(texts []string) bool {
 // the agent's own voice (as the tests over LiveKit do: the hardest case,
 // the same pitch and timbre) and as loud as the agent, at 21 points of
 // the answer from 3 to 8 s, its echo's path found: the onset is kept, and
-// the endpointer confirms the speech (which pauses the agent) 220 ms
-// after the onset at most on average over the points, and no more than
-// 120 ms later than with no echo at all. Over the echo its pitch is
-// measured the stricter way (echoSegment), which that "Stop," reaches
-// 203 to 213 ms after its onset on average by delay and gain, 60 ms at
-// worst after it does with no echo, where it is measured on the newest
-// 12.5 ms of a window (150 to 160 ms). As a client's Opus brings it, it
-// is BenchmarkCodedQuestionOverEcho's. Without the looser margin
+// the endpointer confirms the speech (which pauses the agent) 200 ms
+// after the onset at most on average over the points, no more than
+// 40 ms later on average than with no echo at all, and 120 ms at worst.
+// Where the suppressor hears the user over the echo, the pitch is
+// measured as over no echo (ear.go): 165 to 182 ms after the onset on
+// average by delay and gain, 10 to 28 ms after it is with no echo.
+// Measured the stricter way (echoSegment) wherever the echo might be,
+// that "Stop," reached it 51 to 59 ms later on average than over no
+// echo. As a client's Opus brings it, it is
+// BenchmarkCodedQuestionOverEcho's. Without the looser margin
 // after a frame of clear double talk, a vowel after the user's "st" was
 // taken out as echo at 100 and 300 ms, -3 dB, and the barge-in waited
 // for the next syllable, 830 ms after the onset.
@@ -286,11 +292,11 @@ func TestBargeInOverEcho(t *testing.T) {
 					t.Errorf("%v into the answer: confirmed %v after the onset, %v later than with no echo", at, got, late)
 				}
 			}
-			mean := total / time.Duration(n)
+			mean, later := total/time.Duration(n), sum/time.Duration(n)
 			t.Logf("confirmed as speech %v after the onset on average, %v later than with no echo, at worst %v later",
-				mean.Round(time.Millisecond), (sum / time.Duration(n)).Round(time.Millisecond), worst)
-			if mean > 220*time.Millisecond {
-				t.Errorf("confirmed as speech %v after the onset on average", mean)
+				mean.Round(time.Millisecond), later.Round(time.Millisecond), worst)
+			if mean > 200*time.Millisecond || later > 40*time.Millisecond {
+				t.Errorf("confirmed as speech %v after the onset on average, %v later than with no echo", mean.Round(time.Millisecond), later.Round(time.Millisecond))
 			}
 		})
 	}

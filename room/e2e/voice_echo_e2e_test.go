@@ -183,6 +183,34 @@ func BenchmarkEchoOverLiveKit(b *testing.B) {
 	}
 }
 
+// BenchmarkFirstAnswerInNoisyRoom: the first answer of new conversations
+// on a speakerphone in the noisy room, where the suppressor must find the
+// echo's path in the answer's first second, over the room's noise, or
+// take the microphone for one without echo and let the rest of the
+// answer's echo through. Each iteration is a new conversation that hears
+// its first answer out; it reports the share of the answers their echo
+// paused (paused-answers/op) and the pauses an answer (pauses/op). About
+// 20 s an iteration: run it with -benchtime 12x.
+func BenchmarkFirstAnswerInNoisyRoom(b *testing.B) {
+	lk := testenv.StartLiveKit(b)
+	var paused, pauses, n int
+	for b.Loop() {
+		e := noisyRoom
+		c := newTalkOverClient(b, lk, talkOverSetup{conv: e.conv(fmt.Sprintf("conv_bench_first%d", n)), answer: answerAtLength(1),
+			phrases: append([]string{stopPhrase}, otherQuestions...), echo: &e})
+		a := c.answer(b, nil)
+		n++
+		if p := a.pauses(); len(p) > 0 || a.report.Interrupted {
+			paused++
+			pauses += len(p)
+			b.Logf("answer %d: paused %d times (%v into it at the client); interrupted: %v", n, len(p), pauseTimes(p, a.from), a.report.Interrupted)
+		}
+		c.feed.stop()
+	}
+	b.ReportMetric(float64(paused)/float64(n), "paused-answers/op")
+	b.ReportMetric(float64(pauses)/float64(n), "pauses/op")
+}
+
 // said is what the user was heard to say in message id, as stored.
 func (c *talkOverClient) said(tb testing.TB, id string) string {
 	tb.Helper()

@@ -208,6 +208,11 @@ func (s *Suppressor) Hold(speech bool) { s.held = speech }
 // microphone is not known to carry none.
 func (s *Suppressor) Echoing() bool { return s.active && s.mode != none }
 
+// DoubleTalk reports whether the last hop Process took was the user's
+// voice over the echo: sound the echo left unexplained, as doubleTalkAt
+// judges it.
+func (s *Suppressor) DoubleTalk() bool { return s.active && s.talked == s.taken }
+
 // Process removes the echo from pcm, the microphone's audio that came at
 // at, in place: what comes out is Delay late. It reports whether a
 // stretch of the microphone's sound, MinSound of it removed as echo, was
