@@ -122,7 +122,7 @@ func roomNoise(agent []int16, louder int16) []int16 {
 // louder whose noise the client's Opus codes with the echo, as a real
 // microphone sends them: the codec's start and the noise's own
 // fluctuation there made the suppressor take the room for sound. In the
-// noisy room uncoded, the echo's delay stood out by 0.42 alone over the
+// noisy room uncoded, the echo's delay correlated at only 0.42 over the
 // answer's first 400 ms of sound, and before a weaker peak could lock
 // (delay.go) the microphone was taken for one without echo, which let
 // the echo start speech three times an answer.

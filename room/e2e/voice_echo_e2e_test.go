@@ -205,6 +205,8 @@ func BenchmarkFirstAnswerInNoisyRoom(b *testing.B) {
 			pauses += len(p)
 			b.Logf("answer %d: paused %d times (%v into it at the client); interrupted: %v", n, len(p), pauseTimes(p, a.from), a.report.Interrupted)
 		}
+		// The conversation stays until the benchmark ends; its
+		// microphone, which would feed the bot a room's noise, stops.
 		c.feed.stop()
 	}
 	b.ReportMetric(float64(paused)/float64(n), "paused-answers/op")
