@@ -38,8 +38,7 @@ func TestEchoOverLiveKit(t *testing.T) {
 	lk := testenv.StartLiveKit(t)
 	for _, e := range []echoSetting{echoSettings[0], echoSettings[3]} {
 		t.Run(e.String(), func(t *testing.T) {
-			c := newTalkOverClient(t, lk, talkOverSetup{conv: e.conv("conv_echo"), answer: answerAtLength(1),
-				phrases: append([]string{stopPhrase}, otherQuestions...), echo: &e})
+			c := storyClient(t, lk, e.conv("conv_echo"), &e)
 			wholeOverEcho(t, c)
 			interruptedOverEcho(t, c)
 		})
@@ -104,6 +103,15 @@ func interruptedOverEcho(t *testing.T, c *talkOverClient) {
 	}
 }
 
+// storyClient is a client, on a speakerphone of echo e (nil: none), of
+// a bot that answers with the 13.5 s story and hears "Stop, tell me
+// about Paris instead." and the other questions.
+func storyClient(tb testing.TB, lk *testenv.LiveKit, conv string, e *echoSetting) *talkOverClient {
+	tb.Helper()
+	return newTalkOverClient(tb, lk, talkOverSetup{conv: conv, answer: answerAtLength(1),
+		phrases: append([]string{stopPhrase}, otherQuestions...), echo: e})
+}
+
 // pauseTimes are the pauses' onsets and ends, from t.
 func pauseTimes(pauses []pipeline.Timed, t time.Time) []string {
 	var out []string
@@ -141,8 +149,7 @@ func BenchmarkEchoOverLiveKit(b *testing.B) {
 			name, conv = e.String(), e.conv("conv_bench_echo")
 		}
 		b.Run(name, func(b *testing.B) {
-			c := newTalkOverClient(b, lk, talkOverSetup{conv: conv, answer: answerAtLength(1),
-				phrases: append([]string{stopPhrase}, otherQuestions...), echo: e})
+			c := storyClient(b, lk, conv, e)
 			// Heard out first: the stage is then past any warm-up of its
 			// first answer.
 			c.answer(b, nil)
@@ -181,36 +188,6 @@ func BenchmarkEchoOverLiveKit(b *testing.B) {
 			b.Logf("onset → silence at the client: %v; → paused at the stage: %v", toSilence, toPaused)
 		})
 	}
-}
-
-// BenchmarkFirstAnswerInNoisyRoom: the first answer of new conversations
-// on a speakerphone in the noisy room, where the suppressor must find the
-// echo's path in the answer's first second, over the room's noise, or
-// take the microphone for one without echo and let the rest of the
-// answer's echo through. Each iteration is a new conversation that hears
-// its first answer out; it reports the share of the answers their echo
-// paused (paused-answers/op) and the pauses an answer (pauses/op). About
-// 20 s an iteration: run it with -benchtime 12x.
-func BenchmarkFirstAnswerInNoisyRoom(b *testing.B) {
-	lk := testenv.StartLiveKit(b)
-	var paused, pauses, n int
-	for b.Loop() {
-		e := noisyRoom
-		c := newTalkOverClient(b, lk, talkOverSetup{conv: e.conv(fmt.Sprintf("conv_bench_first%d", n)), answer: answerAtLength(1),
-			phrases: append([]string{stopPhrase}, otherQuestions...), echo: &e})
-		a := c.answer(b, nil)
-		n++
-		if p := a.pauses(); len(p) > 0 || a.report.Interrupted {
-			paused++
-			pauses += len(p)
-			b.Logf("answer %d: paused %d times (%v into it at the client); interrupted: %v", n, len(p), pauseTimes(p, a.from), a.report.Interrupted)
-		}
-		// The conversation stays until the benchmark ends; its
-		// microphone, which would feed the bot a room's noise, stops.
-		c.feed.stop()
-	}
-	b.ReportMetric(float64(paused)/float64(n), "paused-answers/op")
-	b.ReportMetric(float64(pauses)/float64(n), "pauses/op")
 }
 
 // said is what the user was heard to say in message id, as stored.

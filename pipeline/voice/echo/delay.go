@@ -76,14 +76,15 @@ const (
 	// though it stands clear of every other lag. Over LiveKit, with the
 	// client's Opus coding the echo (100 ms, -10 dB) and a room 9.5 dB
 	// noisier than the tests' together, 3 of 22 first answers held 0.36
-	// to 0.39 at one lag, 0.15 to 0.27 clear of the rest, for their
-	// first 40 hops of sound: the microphone was taken for one without
-	// echo, where strictPeak was never reached again, and the answer's
-	// echo paused the agent 30 to 36 times. A peak of weakPeak and up
-	// that stands minMargin clear therefore locks too, held weakHops
-	// (500 ms): a headset user's speech over the agent, the one sound
-	// that could mislead it, moved its peak from lag to lag every 50 to
-	// 150 ms (TestBargeInEarlyInTheFirstAnswer).
+	// to 0.39 for their first 40 hops of sound (one of them at one lag
+	// throughout, 0.2 to 0.27 clear of the rest): the microphone was
+	// taken for one without echo, where strictPeak was never reached
+	// again, and the answer's echo paused the agent 30 to 36 times. A
+	// peak of weakPeak and up that stands minMargin clear therefore
+	// locks too, held weakHops (500 ms). A headset user's speech over
+	// the agent, the one sound that could mislead it, moved its peak
+	// from lag to lag, and where it held one for 200 ms stood 0.02 to
+	// 0.07 clear (TestBargeInEarlyInTheFirstAnswer).
 	weakPeak = 0.3
 	weakHops = 50
 )
