@@ -10,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/livekit/media-sdk"
+	"github.com/livekit/media-sdk/opus"
+	protoLogger "github.com/livekit/protocol/logger"
 	lkmedia "github.com/livekit/server-sdk-go/v2/pkg/media"
+	"github.com/pion/webrtc/v4"
 
 	"github.com/alicia-voice/alicia/internal/speechtest"
 	"github.com/alicia-voice/alicia/internal/testenv"
@@ -90,11 +94,11 @@ func newTalkOverClient(tb testing.TB, lk *testenv.LiveKit, s talkOverSetup) *tal
 		echo = newEchoPath(*s.echo)
 		heard = speakerphone{c.rec, echo}
 	}
-	u, mic, _ := listeningUser(tb, lk, cfg, s.conv, "pat", heard)
-	c.u = u
+	mic := newClockedMic(tb)
+	c.u, _ = listeningUserWith(tb, lk, cfg, s.conv, "pat", heard, mic)
 	c.feed = feedMicWith(tb.Context(), mic, echo)
 	tb.Cleanup(c.feed.stop)
-	// PCMLocalTrack drops what is written before its track is bound.
+	// A track drops what is written before it is bound.
 	c.feed.say(tb.Context(), tb, speechtest.Silence(1000, voice.InputRate))
 	return c
 }
@@ -294,3 +298,29 @@ func (o *talkOverLog) drain() {
 		}
 	}
 }
+
+// clockedMic is a microphone track that sends each frame as it is
+// written, Opus-coded at 16 kHz: its feed is its clock, as a device's
+// capture is. PCMLocalTrack sends from a buffer on a ticker of its own,
+// which drops ticks on a busy machine: each kept a frame more in the
+// buffer for good, so that the microphone, and the echo in it, came to
+// the bot later and later.
+type clockedMic struct {
+	*webrtc.TrackLocalStaticSample
+	enc media.PCM16Writer
+}
+
+func newClockedMic(tb testing.TB) *clockedMic {
+	tb.Helper()
+	track, err := webrtc.NewTrackLocalStaticSample(webrtc.RTPCodecCapability{MimeType: webrtc.MimeTypeOpus}, "mic", "mic")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	enc, err := opus.Encode(media.FromSampleWriter[opus.Sample](track, voice.InputRate, voice.FrameDuration), 1, protoLogger.GetLogger())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &clockedMic{track, enc}
+}
+
+func (m *clockedMic) WriteSample(frame media.PCM16Sample) error { return m.enc.WriteSample(frame) }

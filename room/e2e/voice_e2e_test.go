@@ -697,6 +697,17 @@ func trimmed(pcm []int16) []int16 {
 // publishes a microphone.
 func listeningUser(t testing.TB, lk *testenv.LiveKit, cfg room.Config, conv, identity string, rec lkmedia.PCMRemoteTrackWriter) (*user, *lkmedia.PCMLocalTrack, *lksdk.LocalTrackPublication) {
 	t.Helper()
+	mic, err := lkmedia.NewPCMLocalTrack(voice.InputRate, 1, protoLogger.GetLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, pub := listeningUserWith(t, lk, cfg, conv, identity, rec, mic)
+	return u, mic, pub
+}
+
+// listeningUserWith is listeningUser with its microphone track.
+func listeningUserWith(t testing.TB, lk *testenv.LiveKit, cfg room.Config, conv, identity string, rec lkmedia.PCMRemoteTrackWriter, mic webrtc.TrackLocal) (*user, *lksdk.LocalTrackPublication) {
+	t.Helper()
 	token, err := room.UserToken(cfg, conv, identity, identity, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -738,15 +749,11 @@ func listeningUser(t testing.TB, lk *testenv.LiveKit, cfg room.Config, conv, ide
 	u.greeted()
 	u.send(&wire.Configuration{Features: []string{wire.FeatureStreaming, wire.FeatureReasoningSteps, wire.FeatureAudioOutput}})
 	u.until("configured", func(g []*wire.Envelope) bool { return has[*wire.Configuration](g) > 1 })
-	mic, err := lkmedia.NewPCMLocalTrack(voice.InputRate, 1, protoLogger.GetLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
 	pub, err := u.room.LocalParticipant.PublishTrack(mic, &lksdk.TrackPublicationOptions{Name: "mic", Source: livekit.TrackSource_MICROPHONE})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return u, mic, pub
+	return u, pub
 }
 
 // listening waits for the bot's lk.agent.state to say it listens.

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/livekit/media-sdk"
-	lkmedia "github.com/livekit/server-sdk-go/v2/pkg/media"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/alicia-voice/alicia/internal/speechtest"
@@ -458,60 +457,95 @@ type micFeed struct {
 
 type micClip struct {
 	pcm []int16
-	// said gets when the first and the last samples were written.
+	// said gets when the first and the last frames were captured.
 	said chan [2]time.Time
 }
 
-func feedMic(ctx context.Context, mic *lkmedia.PCMLocalTrack) *micFeed {
+// micTrack is where a micFeed writes its frames.
+type micTrack interface {
+	WriteSample(media.PCM16Sample) error
+}
+
+func feedMic(ctx context.Context, mic micTrack) *micFeed {
 	return feedMicWith(ctx, mic, nil)
 }
 
+// maxCapture is the most a microphone catches up after its goroutine ran
+// late, as a device's capture buffer holds: a longer stall loses audio.
+const maxCapture = 200 * time.Millisecond
+
 // feedMicWith is feedMic for a microphone that also hears the client's
 // speaker: echo, when not nil, is mixed into everything it sends.
-func feedMicWith(ctx context.Context, mic *lkmedia.PCMLocalTrack, echo *echoPath) *micFeed {
+//
+// It is clocked as a device is: a frame is captured every 20 ms of real
+// time, and frames a busy machine made late are all sent when it runs
+// again. A ticker dropped them instead, so that on a machine busy enough
+// the speaker's buffer (echo) grew by a frame at each, and the echo came
+// back 20 ms later each time: 180 to 280 ms over one answer, which a
+// device's echo never does.
+func feedMicWith(ctx context.Context, mic micTrack, echo *echoPath) *micFeed {
 	ctx, cancel := context.WithCancel(ctx)
 	m := &micFeed{clips: make(chan micClip), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(m.done)
-		tick := time.NewTicker(voice.FrameDuration)
-		defer tick.Stop()
-		silence := make([]int16, voice.FrameSamples)
-		var clip micClip
-		var pos int
-		var first time.Time
+		timer := time.NewTimer(0)
+		defer timer.Stop()
+		c := capture{mic: mic, echo: echo, clips: m.clips}
+		due := time.Now()
 		for {
-			if clip.pcm == nil {
-				select {
-				case clip = <-m.clips:
-					pos = 0
-				default:
-				}
-			}
-			frame := silence
-			if clip.pcm != nil {
-				if pos == 0 {
-					first = time.Now()
-				}
-				frame = clip.pcm[pos:min(pos+voice.FrameSamples, len(clip.pcm))]
-			}
-			if echo != nil {
-				frame = echo.over(frame)
-			}
-			_ = mic.WriteSample(frame)
-			if clip.pcm != nil {
-				if pos += voice.FrameSamples; pos >= len(clip.pcm) {
-					clip.said <- [2]time.Time{first, time.Now()}
-					clip = micClip{}
-				}
-			}
 			select {
-			case <-tick.C:
+			case <-timer.C:
 			case <-ctx.Done():
 				return
 			}
+			now := time.Now()
+			if late := now.Sub(due); late > maxCapture {
+				due = due.Add(late.Truncate(voice.FrameDuration))
+			}
+			for ; !due.After(now); due = due.Add(voice.FrameDuration) {
+				c.frame(due)
+			}
+			timer.Reset(due.Sub(now))
 		}
 	}()
 	return m
+}
+
+// capture is a micFeed's state between frames.
+type capture struct {
+	mic     micTrack
+	echo    *echoPath
+	clips   chan micClip
+	clip    micClip
+	pos     int
+	first   time.Time
+	silence [voice.FrameSamples]int16
+}
+
+// frame captures and sends the frame due at at: the clip being said, or
+// silence, with the speaker's echo.
+func (c *capture) frame(at time.Time) {
+	if c.clip.pcm == nil {
+		select {
+		case c.clip = <-c.clips:
+			c.pos, c.first = 0, at
+		default:
+		}
+	}
+	frame := c.silence[:]
+	if c.clip.pcm != nil {
+		frame = c.clip.pcm[c.pos:min(c.pos+voice.FrameSamples, len(c.clip.pcm))]
+	}
+	if c.echo != nil {
+		frame = c.echo.over(frame)
+	}
+	_ = c.mic.WriteSample(frame)
+	if c.clip.pcm != nil {
+		if c.pos += voice.FrameSamples; c.pos >= len(c.clip.pcm) {
+			c.clip.said <- [2]time.Time{c.first, at}
+			c.clip = micClip{}
+		}
+	}
 }
 
 // say plays pcm into the microphone and returns when its first and last
