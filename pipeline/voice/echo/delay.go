@@ -34,8 +34,10 @@ type estimator struct {
 	lasted bool
 	// updates is how many hops it was given since it started.
 	updates int
-	// cand is the peak of the last hops, held for stable of them.
+	// cand is the peak of the last hops, held for stable of them;
+	// candClear: it was a clear peak (minPeak) in some of them.
 	cand, stable int
+	candClear    bool
 	// delay is the locked delay in hops, -1 while none is; best is the
 	// highest correlation at the last hop, and margin how far it stood
 	// above the highest of the lags away from it: a delay stands out.
@@ -85,6 +87,14 @@ const (
 	// the agent, the one sound that could mislead it, moved its peak
 	// from lag to lag, and where it held one for 200 ms stood 0.02 to
 	// 0.07 clear (TestBargeInEarlyInTheFirstAnswer).
+	//
+	// A peak that was clear and then weakened, at the same lag, locks
+	// as a clear one does, in lockHops: the first hops of an answer in
+	// that room correlated at 0.72 falling to 0.44 by the time the
+	// estimator judged (minUpdates), then under minPeak 8 hops into its
+	// lockHops, and 4 of 12 such answers, their microphone taken for one
+	// without echo 40 hops of sound in, when the weak lock had held 23
+	// of its 50, paused the agent 3 to 5 times each.
 	weakPeak = 0.3
 	weakHops = 50
 )
@@ -152,17 +162,18 @@ func (e *estimator) judge(strict bool) bool {
 	clearPeak := best >= peak && best-second >= margin
 	weak := !clearPeak && e.delay < 0 && best >= weakPeak && best-second >= minMargin
 	if !clearPeak && !weak {
-		e.stable = 0
+		e.stable, e.candClear = 0, false
 		return false
 	}
 	if abs(lag-e.cand) <= 1 {
 		e.stable++
 	} else {
-		e.cand, e.stable = lag, 1
+		e.cand, e.stable, e.candClear = lag, 1, false
 	}
+	e.candClear = e.candClear || clearPeak
 	need := lockHops
 	switch {
-	case weak:
+	case weak && !e.candClear:
 		need = weakHops
 	case e.delay >= 0 || strict:
 		need = moveHops
