@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -324,3 +325,36 @@ func newClockedMic(tb testing.TB) *clockedMic {
 }
 
 func (m *clockedMic) WriteSample(frame media.PCM16Sample) error { return m.enc.WriteSample(frame) }
+
+// scope is a testing.TB whose cleanups run at close, not at the end of
+// the test: the iterations of a benchmark that are each a conversation of
+// their own end one by one. Kept open until the benchmark ended, the
+// third conversation in a row lost its turn report.
+type scope struct {
+	testing.TB
+	ctx      context.Context
+	cancel   context.CancelFunc
+	cleanups []func()
+}
+
+func newScope(tb testing.TB) *scope {
+	ctx, cancel := context.WithCancel(tb.Context())
+	s := &scope{TB: tb, ctx: ctx, cancel: cancel}
+	// A failed iteration leaves its scope to the test's end.
+	tb.Cleanup(s.close)
+	return s
+}
+
+func (s *scope) Context() context.Context { return s.ctx }
+func (s *scope) Cleanup(f func())         { s.cleanups = append(s.cleanups, f) }
+
+// close cancels the scope's context, as testing does before cleaning up,
+// and runs its cleanups, the last first.
+func (s *scope) close() {
+	s.cancel()
+	for len(s.cleanups) > 0 {
+		f := s.cleanups[len(s.cleanups)-1]
+		s.cleanups = s.cleanups[:len(s.cleanups)-1]
+		f()
+	}
+}

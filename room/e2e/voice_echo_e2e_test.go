@@ -190,6 +190,34 @@ func BenchmarkEchoOverLiveKit(b *testing.B) {
 	}
 }
 
+// BenchmarkFirstAnswerInNoisyRoom: the first answer of new conversations
+// on a speakerphone in the noisy room, where the suppressor must find the
+// echo's path in the answer's first second, over the room's noise, or
+// take the microphone for one without echo and let the rest of the
+// answer's echo through. Each iteration is a new conversation, ended
+// before the next, that hears its first answer out; it reports the share
+// of the answers their echo paused (paused-answers/op) and the pauses an
+// answer (pauses/op). About 20 s an iteration: run it with -benchtime 12x.
+func BenchmarkFirstAnswerInNoisyRoom(b *testing.B) {
+	lk := testenv.StartLiveKit(b)
+	var paused, pauses, n int
+	for b.Loop() {
+		s := newScope(b)
+		e := noisyRoom
+		c := storyClient(s, lk, e.conv(fmt.Sprintf("conv_bench_first%d", n)), &e)
+		a := c.answer(s, nil)
+		n++
+		if p := a.pauses(); len(p) > 0 || a.report.Interrupted {
+			paused++
+			pauses += len(p)
+			b.Logf("answer %d: paused %d times (%v into it at the client); interrupted: %v", n, len(p), pauseTimes(p, a.from), a.report.Interrupted)
+		}
+		s.close()
+	}
+	b.ReportMetric(float64(paused)/float64(n), "paused-answers/op")
+	b.ReportMetric(float64(pauses)/float64(n), "pauses/op")
+}
+
 // said is what the user was heard to say in message id, as stored.
 func (c *talkOverClient) said(tb testing.TB, id string) string {
 	tb.Helper()
