@@ -479,10 +479,11 @@ const maxCapture = 200 * time.Millisecond
 //
 // It is clocked as a device is: a frame is captured every 20 ms of real
 // time, and frames a busy machine made late are all sent when it runs
-// again. A ticker dropped them instead, so that on a machine busy enough
-// the speaker's buffer (echo) grew by a frame at each, and the echo came
-// back 20 ms later each time: 180 to 280 ms over one answer, which a
-// device's echo never does.
+// again. A ticker dropped them instead, and each dropped tick left a
+// frame more in the speaker's buffer (echo) for good, as PCMLocalTrack's
+// own ticker did in its buffer (clockedMic): the echo came back 20 ms
+// later each time, 180 to 280 ms over one answer on a busy machine,
+// which a device's echo never does.
 func feedMicWith(ctx context.Context, mic micTrack, echo *echoPath) *micFeed {
 	ctx, cancel := context.WithCancel(ctx)
 	m := &micFeed{clips: make(chan micClip), cancel: cancel, done: make(chan struct{})}
