@@ -242,8 +242,8 @@ func (a *Agent) handOver(stopLease func()) {
 	a.mu.Unlock()
 	a.worker.drain()
 	for _, j := range jobs {
-		if j.session != nil {
-			j.session.Close()
+		if sess := j.session.Load(); sess != nil {
+			sess.Close()
 		}
 	}
 	// Given up before the store closes: this process dispatches its rooms
@@ -271,8 +271,8 @@ func (a *Agent) sessions() []*Session {
 	defer a.mu.Unlock()
 	var out []*Session
 	for _, j := range a.jobs {
-		if j.session != nil {
-			out = append(out, j.session)
+		if sess := j.session.Load(); sess != nil {
+			out = append(out, sess)
 		}
 	}
 	return out

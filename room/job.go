@@ -16,9 +16,11 @@ import (
 // job is one room the worker was given: its session, its connection,
 // and ended, closed when the process hands the room over.
 type job struct {
-	id      string
-	room    string
-	session *Session
+	id   string
+	room string
+	// session is set once the job starts serving; the agent reads it
+	// from other goroutines (sessions, handOver).
+	session atomic.Pointer[Session]
 	conn    *conn
 	ended   chan struct{}
 	// leaving: the job gave its room up and asked for another bot; a
@@ -47,7 +49,7 @@ func (a *Agent) runJob(j *job, token string) (livekit.JobStatus, string) {
 	}
 	sess := newSession(a.ctx, SessionConfig{ID: j.room, Store: a.store, Open: a.open, Metrics: a.metrics, Logger: a.log,
 		AssumeAfter: a.cfg.AssumeAfter, AssumedFeatures: a.cfg.AssumedFeatures}, j.conn)
-	j.session = sess
+	j.session.Store(sess)
 	defer sess.Close()
 
 	ev := &roomEvents{log: log, metrics: a.metrics, sess: sess, conn: j.conn,
