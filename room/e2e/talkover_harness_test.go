@@ -22,6 +22,7 @@ import (
 	"github.com/alicia-voice/alicia/llm/standin"
 	"github.com/alicia-voice/alicia/pipeline"
 	"github.com/alicia-voice/alicia/pipeline/voice"
+	"github.com/alicia-voice/alicia/room"
 	"github.com/alicia-voice/alicia/speech"
 	"github.com/alicia-voice/alicia/storage"
 	"github.com/alicia-voice/alicia/wire"
@@ -95,12 +96,7 @@ func newTalkOverClient(tb testing.TB, lk *testenv.LiveKit, s talkOverSetup) *tal
 		echo = newEchoPath(*s.echo)
 		heard = speakerphone{c.rec, echo}
 	}
-	mic := newClockedMic(tb)
-	c.u, _ = listeningUserWith(tb, lk, cfg, s.conv, "pat", heard, mic)
-	c.feed = feedMicWith(tb.Context(), mic, echo)
-	tb.Cleanup(c.feed.stop)
-	// A track drops what is written before it is bound.
-	c.feed.say(tb.Context(), tb, speechtest.Silence(1000, voice.InputRate))
+	c.u, c.feed = clockedUser(tb, lk, cfg, s.conv, "pat", heard, echo)
 	return c
 }
 
@@ -325,6 +321,20 @@ func newClockedMic(tb testing.TB) *clockedMic {
 }
 
 func (m *clockedMic) WriteSample(frame media.PCM16Sample) error { return m.enc.WriteSample(frame) }
+
+// clockedUser is listeningUser with a clocked microphone, fed until the
+// test ends, whose first second of silence is sent; echo, when not nil,
+// is what its speaker plays back into it.
+func clockedUser(tb testing.TB, lk *testenv.LiveKit, cfg room.Config, conv, identity string, rec lkmedia.PCMRemoteTrackWriter, echo *echoPath) (*user, *micFeed) {
+	tb.Helper()
+	mic := newClockedMic(tb)
+	u, _ := listeningUserWith(tb, lk, cfg, conv, identity, rec, mic)
+	feed := feedMic(tb.Context(), mic, echo)
+	tb.Cleanup(feed.stop)
+	// A track drops what is written before it is bound.
+	feed.say(tb.Context(), tb, speechtest.Silence(1000, voice.InputRate))
+	return u, feed
+}
 
 // scope is a testing.TB whose cleanups run at close, not at the end of
 // the test: the iterations of a benchmark that are each a conversation of

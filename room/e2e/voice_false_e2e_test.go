@@ -83,11 +83,7 @@ func TestFalseInterruptionsOverLiveKit(t *testing.T) {
 	}}, q1, q2, q3, "mm hmm", "uh huh")
 	const conv = "conv_false_interruptions"
 	rec := &voiceTape{}
-	u, mic, _ := listeningUser(t, lk, cfg, conv, "fran", rec)
-	feed := feedMic(ctx, mic)
-	defer feed.stop()
-	// PCMLocalTrack drops what is written before its track is bound.
-	feed.say(ctx, t, speechtest.Silence(1500, voice.InputRate))
+	u, feed := clockedUser(t, lk, cfg, conv, "fran", rec, nil)
 	_, asked := feed.say(ctx, t, trimmed(speechtest.Render(t, q1, 140, voice.InputRate)))
 
 	// An "mm-hm" once the answer has gone past "you said:", then an
@@ -234,10 +230,7 @@ func BenchmarkFalseInterruption(b *testing.B) {
 				c.Observer, c.EchoWarmup, c.Cue = obs, -1, voice.CueOff
 			}}, question, other, "mm hmm", "uh huh")
 			rec := &voiceTape{}
-			_, mic, _ := listeningUser(b, lk, cfg, "conv_bench_"+kind, "gus", rec)
-			feed := feedMic(ctx, mic)
-			defer feed.stop()
-			feed.say(ctx, b, speechtest.Silence(1500, voice.InputRate))
+			_, feed := clockedUser(b, lk, cfg, "conv_bench_"+kind, "gus", rec, nil)
 			_, asked := feed.say(ctx, b, trimmed(speechtest.Render(b, question, 140, voice.InputRate)))
 			sound := map[string][]int16{
 				"mm-hm":        trimmed(speechtest.MmHm(b, voice.InputRate)),
@@ -461,21 +454,12 @@ type micClip struct {
 	said chan [2]time.Time
 }
 
-// micTrack is where a micFeed writes its frames.
-type micTrack interface {
-	WriteSample(media.PCM16Sample) error
-}
-
-func feedMic(ctx context.Context, mic micTrack) *micFeed {
-	return feedMicWith(ctx, mic, nil)
-}
-
 // maxCapture is the most a microphone catches up after its goroutine ran
 // late, as a device's capture buffer holds: a longer stall loses audio.
 const maxCapture = 200 * time.Millisecond
 
-// feedMicWith is feedMic for a microphone that also hears the client's
-// speaker: echo, when not nil, is mixed into everything it sends.
+// feedMic feeds mic; echo, when not nil, is the client's speaker heard
+// by the microphone, mixed into everything it sends.
 //
 // It is clocked as a device is: a frame is captured every 20 ms of real
 // time, and frames a busy machine made late are all sent when it runs
@@ -484,7 +468,7 @@ const maxCapture = 200 * time.Millisecond
 // own ticker did in its buffer (clockedMic): the echo came back 20 ms
 // later each time, 180 to 280 ms over one answer on a busy machine,
 // which a device's echo never does.
-func feedMicWith(ctx context.Context, mic micTrack, echo *echoPath) *micFeed {
+func feedMic(ctx context.Context, mic *clockedMic, echo *echoPath) *micFeed {
 	ctx, cancel := context.WithCancel(ctx)
 	m := &micFeed{clips: make(chan micClip), cancel: cancel, done: make(chan struct{})}
 	go func() {
@@ -514,7 +498,7 @@ func feedMicWith(ctx context.Context, mic micTrack, echo *echoPath) *micFeed {
 
 // capture is a micFeed's state between frames.
 type capture struct {
-	mic     micTrack
+	mic     *clockedMic
 	echo    *echoPath
 	clips   chan micClip
 	clip    micClip
