@@ -36,11 +36,7 @@ func (s *Suppressor) suppress(b []int16, t time.Time, quiet, silent bool) (proce
 	var h heardHop
 	s.hear(w, b, k, quiet, silent, &h)
 	if w.est.update(&h.levels, w.refs, k, s.mode == none) {
-		if w.path.learn(&w.mics, w.refs, &w.noise.power, w.est.delay, k) {
-			s.mode, s.missing = locked, 0
-		} else {
-			w.est.unlock()
-		}
+		s.lock(w, k)
 	}
 	if !s.predict(w, k, quiet, &h) {
 		return false, false
@@ -179,7 +175,10 @@ func (s *Suppressor) work() *work {
 // the agent's band levels poorly (its rises are in the few bands its two
 // partials fill, the room's noise in the rest), and a cue of two pulses
 // or more played before the first answer took the microphone for one
-// without echo, which let that answer's echo through whole.
+// without echo, which let that answer's echo through whole. What does
+// not follow the agent closely enough may still have held a clear peak
+// at the echo's delay (a noisy room's): the path is locked there then
+// (estimator.settle).
 func (s *Suppressor) unknownHop(refs *refCache, k int64, quiet bool) {
 	due := false
 	for l := int64(noEchoFrom); l <= noEchoTo && !due; l++ {
@@ -199,8 +198,22 @@ func (s *Suppressor) unknownHop(refs *refCache, k int64, quiet bool) {
 	}
 	notFollowing := s.soundHops >= notEchoHops && s.w.est.best < notEcho
 	if s.quietRun >= noEchoHops || notFollowing || s.unknownHops >= unknownMax {
+		if notFollowing && s.w.est.settle() && s.lock(s.w, k) {
+			return
+		}
 		s.mode = none
 	}
+}
+
+// lock learns the path at the delay the estimator locked as of hop k,
+// and takes it; a delay whose path could not be an echo's is taken back.
+func (s *Suppressor) lock(w *work, k int64) bool {
+	if !w.path.learn(&w.mics, w.refs, &w.noise.power, w.est.delay, k) {
+		w.est.unlock()
+		return false
+	}
+	s.mode, s.missing = locked, 0
+	return true
 }
 
 // lockedHop drops a known path whose echo stopped coming: its predicted
