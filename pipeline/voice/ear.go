@@ -1,6 +1,7 @@
 package voice
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/alicia-voice/alicia/pipeline/voice/echo"
@@ -19,6 +20,9 @@ type ear struct {
 	e    *Endpointer
 	f    Framer
 	path echo.PathState
+	// before is the path until it last changed, at changed.
+	before  echo.PathState
+	changed time.Time
 }
 
 func newEar(s *echo.Suppressor, e *Endpointer) *ear {
@@ -40,6 +44,7 @@ func (a *ear) hear(pcm []int16, at time.Time, frame func(pcm []int16, evs []Endp
 			// is no start of speech.
 			a.e.Forget()
 		}
+		a.before, a.changed = a.path, at
 		a.path, pathChanged = p, true
 	}
 	at = at.Add(-a.s.Delay())
@@ -62,4 +67,19 @@ func (a *ear) hear(pcm []int16, at time.Time, frame func(pcm []int16, evs []Endp
 		frame(fr, evs, at)
 	}
 	return rejected, pathChanged, nil
+}
+
+// LogValue is what the ear knows of the echo path, for a log line about
+// speech it let through: the suppressor's state, and the path before its
+// last change and how long ago that was, since echo let through is most
+// often what a change has not caught up with.
+func (a *ear) LogValue() slog.Value {
+	attrs := []slog.Attr{slog.Any("now", a.s)}
+	if !a.changed.IsZero() {
+		attrs = append(attrs, slog.String("before", a.before.Mode), slog.Duration("changed", time.Since(a.changed).Round(time.Millisecond)))
+		if a.before.Mode == "locked" {
+			attrs = append(attrs, slog.Duration("before_delay", a.before.Delay))
+		}
+	}
+	return slog.GroupValue(attrs...)
 }

@@ -3,6 +3,8 @@ package voice_test
 import (
 	"context"
 	"iter"
+	"log/slog"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -179,9 +181,11 @@ func TestStageEchoNeitherPausesNorStops(t *testing.T) {
 			next := newTurn(pipeline.Sentence{Sequence: 1, Text: echoAnswer[0]})
 			next.finish()
 			eng := &fakeEngine{started: make(chan started, 4), accept: func(string) *fakeTurn { return next }}
+			var logs testenv.LogBuffer
 			st := newStage(t, "", eng, room, out, func(c *voice.Config) {
 				c.Recognizer = &speech.OpenAIRecognizer{URL: base + "/v1", Model: "whisper-1"}
 				c.Synthesizer, c.Observer, c.Cue, c.EchoWarmup = synth, obs, voice.CueOff, -1
+				c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 			})
 			out.st, out.in = st, st.Listen("alice", "TR_alice")
 			ctx, cancel := context.WithCancel(context.Background())
@@ -209,6 +213,11 @@ func TestStageEchoNeitherPausesNorStops(t *testing.T) {
 				}
 				if out.pausedTimes() == 0 {
 					t.Fatal("the user's talk did not pause the agent")
+				}
+				// Speech over the echo is logged with what the suppressor
+				// knew, for the day it is the echo itself.
+				if !regexp.MustCompile(`level=INFO msg="voice: the sound is speech" .*echo\.now\.path=locked echo\.now\.active=true echo\.now\.delay=\d+ms`).MatchString(logs.String()) {
+					t.Fatalf("speech over the echo was not logged with the echo path:\n%s", logs.String())
 				}
 				return
 			}

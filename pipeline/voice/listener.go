@@ -170,8 +170,7 @@ func (l *listener) onFrame(fr []int16, evs []EndpointEvent, at time.Time) {
 			l.speechStarted(ev, at)
 			plain = false
 		case SpeechConfirmed:
-			l.log.Debug("voice: the sound is speech", "message", l.cur.id, "after", ev.Speech, "echo", l.suppressor)
-			l.hear.speechConfirmed(l.cur.id)
+			l.speechConfirmed(ev)
 		case SpeechEnded:
 			l.speechEnded(ev, at, fr)
 			plain = false
@@ -189,6 +188,20 @@ func (l *listener) speechStarted(ev EndpointEvent, at time.Time) {
 	l.log.Debug("voice: speech began", "message", id)
 	l.hear.startOfSpeech(l.speaker, id, at.Add(-ev.Onset))
 	l.rt.start(id, l.e.Utterance())
+}
+
+// speechConfirmed: the utterance under way is speech. Speech heard
+// while the agent's echo may be on the microphone pauses the agent, and
+// is the echo itself when the suppressor missed it: what the suppressor
+// knew then is what tells the two apart afterwards, so it is logged at
+// info level, once per utterance over the agent.
+func (l *listener) speechConfirmed(ev EndpointEvent) {
+	level := slog.LevelDebug
+	if l.suppressor.Echoing() {
+		level = slog.LevelInfo
+	}
+	l.log.Log(l.ctx, level, "voice: the sound is speech", "message", l.cur.id, "after", ev.Speech, "echo", l.ear)
+	l.hear.speechConfirmed(l.cur.id)
 }
 
 // speechEnded: the utterance ended with frame last, in the chunk that
