@@ -105,11 +105,15 @@ func TestPreemptiveVoiceTurnUsed(t *testing.T) {
 	testenv.RealTime(t)
 	lk := testenv.StartLiveKit(t)
 	question := "How far is the moon?"
-	obs, join, store := preemptiveAgent(t, lk, 500*time.Millisecond, question, "How far is the moon from Mars?")
+	// The guess is made 200 ms into the pause and must come back before
+	// the utterance ends: a second's silence leaves the recogniser 800 ms.
+	// With the default 500 ms, the stand-in's 2 s utterance took 350 ms to
+	// recognise on a busy machine, and no turn was preempted.
+	obs, join, store := preemptiveAgent(t, lk, time.Second, question, "How far is the moon from Mars?")
 	u, mic := join()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	speak(ctx, mic, append(append(speechtest.Silence(2000, voice.InputRate), speechtest.Render(t, question, 140, voice.InputRate)...), speechtest.Silence(1000, voice.InputRate)...))
+	speak(ctx, mic, append(append(speechtest.Silence(2000, voice.InputRate), speechtest.Render(t, question, 140, voice.InputRate)...), speechtest.Silence(2000, voice.InputRate)...))
 
 	st := seenOf(u.until("the final sentence", finalSentence))
 	if st.final == nil || len(st.starts) != 1 || st.firstSeen < st.finalAt {
