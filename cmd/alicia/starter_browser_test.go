@@ -136,6 +136,31 @@ func TestStarterReasoning(t *testing.T) {
 		return map[string]any{"url": site, "room": roomName, "scenario": scenario, "question": starterQuestion, "answer": answer, "silentMs": 30_000}
 	}
 
+	// The silent user mostly waits, so that wait runs beside the others,
+	// which share ana's stored preference and so run one after the other.
+	t.Run("silent user", func(t *testing.T) {
+		t.Parallel()
+		var r struct {
+			Status    map[string]string `json:"status"`
+			States    []string          `json:"states"`
+			WatchedMs int               `json:"watchedMs"`
+		}
+		testenv.Browser(t, context.Background(), "starter-browser.mjs", input("silent", "starter_silent"), &r)
+		t.Logf("after %d ms: %v; agent states shown %v", r.WatchedMs, r.Status, r.States)
+		if r.Status["connection"] != "connected" || r.Status["agent"] != "listening" || r.Status["failure"] != "" {
+			t.Errorf("after %d ms of silence: %v", r.WatchedMs, r.Status)
+		}
+	})
+	t.Run("ana", func(t *testing.T) {
+		t.Parallel()
+		starterAna(t, input, answer)
+	})
+	_ = room.AttrReasoningStreams // the page sets it by name, as an app would
+}
+
+// starterAna: the levels ana's toggle chooses, then ana beside ben, each
+// at their own level.
+func starterAna(t *testing.T, input func(scenario, roomName string) map[string]any, answer string) {
 	t.Run("levels", func(t *testing.T) {
 		var r struct {
 			Full           pageAsked `json:"full"`
@@ -175,20 +200,6 @@ func TestStarterReasoning(t *testing.T) {
 			t.Errorf("ben (summary): %s", problem)
 		}
 	})
-
-	t.Run("silent user", func(t *testing.T) {
-		var r struct {
-			Status    map[string]string `json:"status"`
-			States    []string          `json:"states"`
-			WatchedMs int               `json:"watchedMs"`
-		}
-		testenv.Browser(t, context.Background(), "starter-browser.mjs", input("silent", "starter_silent"), &r)
-		t.Logf("after %d ms: %v; agent states shown %v", r.WatchedMs, r.Status, r.States)
-		if r.Status["connection"] != "connected" || r.Status["agent"] != "listening" || r.Status["failure"] != "" {
-			t.Errorf("after %d ms of silence: %v", r.WatchedMs, r.Status)
-		}
-	})
-	_ = room.AttrReasoningStreams // the page sets it by name, as an app would
 }
 
 // By voice, through Chromium's fake microphone: the spoken question's
