@@ -27,13 +27,12 @@ type listener struct {
 	// ctx ends the listener; ictx, the recognitions of utterances still
 	// under way, when the listener returns.
 	ctx, ictx context.Context
-	// ear hears the speaker's audio, the agent's echo taken out of it by
-	// suppressor, through the endpointer e.
-	ear        *ear
-	e          *Endpointer
-	suppressor *echo.Suppressor
-	rt         *realtime
-	pre        Preempter
+	// ear hears the speaker's audio, the agent's echo taken out of it,
+	// through the endpointer e.
+	ear *ear
+	e   *Endpointer
+	rt  *realtime
+	pre Preempter
 	// wg holds every goroutine the listener starts.
 	wg sync.WaitGroup
 	// finished are the utterances on their way to a final transcript,
@@ -79,11 +78,11 @@ func (s *Stage) listen(ctx context.Context, in *Input, speaker, trackID string) 
 	ictx, stopInterims := context.WithCancel(ctx)
 	l := &listener{s: s, hear: loopHearing{s}, log: log, speaker: speaker, trackID: trackID,
 		ctx: ctx, ictx: ictx, e: e, rt: s.realtime(ctx, log), pre: s.preempter(),
-		finished: queue.New[utterance](), interims: make(chan interim, 1), guesses: make(chan guess, 1),
-		suppressor: echo.NewSuppressor(s.sent, echo.Config{MinSound: s.cfg.Endpoint.MinSpeech})}
-	l.ear = newEar(l.suppressor, e)
+		finished: queue.New[utterance](), interims: make(chan interim, 1), guesses: make(chan guess, 1)}
+	suppressor := echo.NewSuppressor(s.sent, echo.Config{MinSound: s.cfg.Endpoint.MinSpeech})
+	l.ear = newEar(suppressor, e)
 	defer l.rt.close()
-	defer l.suppressor.Close()
+	defer suppressor.Close()
 	ended := make(chan struct{})
 	l.wg.Add(1)
 	go func() {
@@ -151,7 +150,7 @@ func (l *listener) onAudio(c chunk) bool {
 	}
 	if pathChanged {
 		// Rare, and what decides whether the agent's echo gets through.
-		l.log.Debug("voice: the echo path changed", "echo", l.suppressor)
+		l.log.Debug("voice: the echo path changed", "echo", l.ear)
 	}
 	if err != nil {
 		l.log.Error("voice: VAD failed", "err", err)
@@ -197,7 +196,7 @@ func (l *listener) speechStarted(ev EndpointEvent, at time.Time) {
 // info level, once per utterance over the agent.
 func (l *listener) speechConfirmed(ev EndpointEvent) {
 	level := slog.LevelDebug
-	if l.suppressor.Echoing() {
+	if l.ear.s.Echoing() {
 		level = slog.LevelInfo
 	}
 	l.log.Log(l.ctx, level, "voice: the sound is speech", "message", l.cur.id, "after", ev.Speech, "echo", l.ear)
