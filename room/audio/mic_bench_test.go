@@ -1,7 +1,6 @@
 package audio_test
 
 import (
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,12 +22,6 @@ func (c *countingSink) SampleRate() int                       { return micRate }
 func (c *countingSink) WriteSample(s media.PCM16Sample) error { c.n += len(s); return nil }
 func (c *countingSink) Close() error                          { return nil }
 func (c *countingSink) Write(s []int16) error                 { c.n += len(s); return nil }
-
-func cpu() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkMicCPU: the CPU the media layer of the voice path costs the
 // bot per second of audio: for each user's microphone, Opus decoding with
@@ -57,7 +50,7 @@ func BenchmarkMicCPU(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			start := cpu()
+			start := audio.ProcessCPU()
 			for b.Loop() {
 				for _, p := range packets {
 					if err := dec.WriteSample(p); err != nil {
@@ -65,7 +58,7 @@ func BenchmarkMicCPU(b *testing.B) {
 					}
 				}
 			}
-			used := cpu() - start
+			used := audio.ProcessCPU() - start
 			// Stops its DTX timer, were one running.
 			_ = dec.Close()
 			b.ReportMetric(float64(used.Microseconds())/(float64(b.N)*length.Seconds()), "µs-CPU-decode/audio-s")

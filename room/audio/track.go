@@ -46,6 +46,8 @@ type Track struct {
 
 	mu    sync.Mutex
 	queue []int16
+	// queued wakes a quiet track when samples come.
+	queued chan struct{}
 
 	start, stop sync.Once
 	done        chan struct{}
@@ -58,6 +60,9 @@ type Track struct {
 	silent    int  // frames since the queue ran dry
 	skipped   int  // frames not sent since the last packet
 	talking   bool // the last packet sent carried sound
+	// asleep: run's timer was set past frames that owe nothing, for the
+	// next DTX frame.
+	asleep bool
 }
 
 const (
@@ -123,7 +128,7 @@ func NewTrack(rate int) (*Track, error) {
 		return nil, err
 	}
 	return &Track{TrackLocalStaticRTP: track, encoder: enc, rate: rate, frame: rate * int(voiceFrame/time.Millisecond) / 1000,
-		done: make(chan struct{}), stopped: make(chan struct{}),
+		queued: make(chan struct{}, 1), done: make(chan struct{}), stopped: make(chan struct{}),
 		seq: uint16(rand.Uint32()), timestamp: rand.Uint32()}, nil
 }
 
@@ -153,6 +158,10 @@ func (t *Track) WriteSample(samples []int16) error {
 	t.mu.Lock()
 	t.queue = append(t.queue, samples...)
 	t.mu.Unlock()
+	select {
+	case t.queued <- struct{}{}:
+	default: // a wake-up is pending already
+	}
 	return nil
 }
 
@@ -204,10 +213,44 @@ func (t *Track) run() {
 		case <-t.done:
 			return
 		case <-timer.C:
+		case <-t.queued:
 		}
 		now := time.Now()
+		if t.asleep {
+			t.passQuiet(now, buf)
+		}
 		t.sendDue(now, f, buf)
-		timer.Reset(t.due.Sub(now))
+		timer.Reset(t.wakeAt().Sub(now))
+	}
+}
+
+// wakeAt is when run must next wake, unless samples come first: for the
+// next frame while the track has sound to send or silence to end it with;
+// once quiet, for the next DTX frame. A quiet track woke fifty times a
+// second to find nothing to send, and an agent is quiet most of the time.
+func (t *Track) wakeAt() time.Time {
+	if t.silent < trailingSilence || t.Queued() > 0 {
+		t.asleep = false
+		return t.due
+	}
+	t.asleep = true
+	return t.due.Add(time.Duration(dtxInterval-1-t.silent%dtxInterval) * voiceFrame)
+}
+
+// passQuiet passes the frames due by now that run slept through: nothing
+// was queued at their time, since samples wake it, so each is silence,
+// skipped or sent as a DTX frame where one is owed. Samples that woke it
+// go out in the next frame, as they did when it woke for every frame.
+func (t *Track) passQuiet(now time.Time, buf []byte) {
+	t.asleep = false
+	for ; !t.due.After(now); t.due = t.due.Add(voiceFrame) {
+		if !t.owesSilence() || now.Sub(t.due) > maxCatchUp {
+			t.skipped++
+			continue
+		}
+		if n, err := t.encoder.Encode(silence[:t.frame], buf); err == nil {
+			_ = t.send(buf[:n], false)
+		}
 	}
 }
 
@@ -267,9 +310,18 @@ func (t *Track) next(f []int16) (send, sound bool) {
 		t.silent = 0
 		return true, true
 	}
-	t.silent++
-	return t.silent <= trailingSilence || t.silent%dtxInterval == 0, false
+	return t.owesSilence(), false
 }
+
+// owesSilence counts a frame with nothing to send, and says whether it is
+// sent all the same: to end the sound, or as a DTX frame.
+func (t *Track) owesSilence() bool {
+	t.silent++
+	return t.silent <= trailingSilence || t.silent%dtxInterval == 0
+}
+
+// silence is a frame of it at up to 48 kHz; never written to.
+var silence = make([]int16, opusClock/50)
 
 // send sends one encoded frame as one RTP packet.
 func (t *Track) send(frame []byte, sound bool) error {

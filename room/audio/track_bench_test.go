@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/cmplx"
 	"testing"
+	"time"
 
 	"gopkg.in/hraban/opus.v2"
 
@@ -132,4 +133,35 @@ func spectralDistance(b *testing.B, ref, got []int16, rate int) (distance float6
 		b.Fatal("no frame with sound")
 	}
 	return total / float64(frames), lag
+}
+
+// BenchmarkQuietTracks: what a voice track costs while the agent is
+// silent, most of a conversation: the CPU of 25 tracks that went quiet
+// after a frame of sound, per track and second, their DTX frames
+// included.
+func BenchmarkQuietTracks(b *testing.B) {
+	const n, span = 25, 2 * time.Second
+	var tracks []*Track
+	for range n {
+		tr, err := NewTrack(24000)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = tr.WriteSample(make([]int16, tr.frame))
+		tr.start.Do(func() { go tr.run() }) // as Bind starts it
+		tracks = append(tracks, tr)
+	}
+	defer func() {
+		for _, tr := range tracks {
+			_ = tr.Close()
+		}
+	}()
+	time.Sleep((1 + trailingSilence) * voiceFrame * 2) // until they are quiet
+	var used time.Duration
+	for b.Loop() {
+		start := ProcessCPU()
+		time.Sleep(span)
+		used += ProcessCPU() - start
+	}
+	b.ReportMetric(float64(used.Microseconds())/(float64(b.N)*n*span.Seconds()), "µs-CPU/track-s")
 }

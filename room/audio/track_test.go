@@ -93,3 +93,66 @@ func TestTrackCatchesUpOnLateFrames(t *testing.T) {
 		t.Errorf("after the stall the RTP timestamp moved %d ticks, not %d: the gap is not jumped over", got, want)
 	}
 }
+
+// A track gone quiet sleeps until its next DTX frame, not waking for each
+// frame it has nothing for, and the RTP timestamps still count every
+// frame: the DTX frames come every dtxInterval frames, and sound written
+// while it sleeps goes out in the next frame after, stamped with its time.
+func TestQuietTrackSleepsBetweenDTXFrames(t *testing.T) {
+	tr, err := NewTrack(16000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, buf := make([]int16, tr.frame), make([]byte, maxPacket)
+	start := time.Unix(1000, 0)
+	at := func(frames int) time.Time { return start.Add(time.Duration(frames) * voiceFrame) }
+	tr.due = start
+	seq, stamp := tr.seq, tr.timestamp
+	_ = tr.WriteSample(slices.Repeat([]int16{100}, tr.frame))
+	<-tr.queued
+
+	// The sound, then the silence that ends it: one wake-up a frame.
+	for i := range 1 + trailingSilence {
+		tr.sendDue(at(i), f, buf)
+		if i < trailingSilence && !tr.wakeAt().Equal(at(i+1)) {
+			t.Fatalf("after frame %d the track sleeps until +%v, not for the next frame", i, tr.wakeAt().Sub(start))
+		}
+	}
+	if sent := tr.seq - seq; sent != 1+trailingSilence {
+		t.Fatalf("%d packets for a frame of sound and its trailing silence, not %d", sent, 1+trailingSilence)
+	}
+	// Quiet: it sleeps to frame dtxInterval of silence, the next DTX frame.
+	dtx := dtxInterval // the frame index of silence number dtxInterval
+	if wake := tr.wakeAt(); !wake.Equal(at(dtx)) || !tr.asleep {
+		t.Fatalf("quiet, the track sleeps until +%v (asleep %v), not until its DTX frame at +%v", wake.Sub(start), tr.asleep, at(dtx).Sub(start))
+	}
+	tr.passQuiet(at(dtx), buf)
+	tr.sendDue(at(dtx), f, buf)
+	if sent := tr.seq - seq; sent != 2+trailingSilence {
+		t.Fatalf("waking for the DTX frame sent %d packets, not 1", sent-1-trailingSilence)
+	}
+	if got, want := tr.timestamp-stamp, uint32(dtx+1)*frameTicks; got != want {
+		t.Errorf("after the DTX frame the RTP timestamp moved %d ticks, not %d", got, want)
+	}
+	if wake := tr.wakeAt(); !wake.Equal(at(dtx + dtxInterval)) {
+		t.Errorf("after a DTX frame the track sleeps until +%v, not +%v", wake.Sub(start), at(dtx+dtxInterval).Sub(start))
+	}
+
+	// Sound written 130 ms after the DTX frame wakes it: the frames due
+	// before are silence, and the sound goes out in the next one.
+	written := at(dtx).Add(130 * time.Millisecond)
+	_ = tr.WriteSample(slices.Repeat([]int16{100}, tr.frame))
+	tr.passQuiet(written, buf)
+	tr.sendDue(written, f, buf)
+	next := at(dtx + 7)
+	if wake := tr.wakeAt(); !wake.Equal(next) || tr.asleep {
+		t.Fatalf("with sound queued the track sleeps until +%v, not for the next frame, +%v", wake.Sub(start), next.Sub(start))
+	}
+	tr.sendDue(next, f, buf)
+	if sent := tr.seq - seq; sent != 3+trailingSilence {
+		t.Fatalf("%d packets after the DTX frame, not the 1 of sound", sent-2-trailingSilence)
+	}
+	if got, want := tr.timestamp-stamp, uint32(dtx+8)*frameTicks; got != want {
+		t.Errorf("after the sound the RTP timestamp moved %d ticks, not %d: it was not stamped with its time", got, want)
+	}
+}
