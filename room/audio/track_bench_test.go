@@ -14,10 +14,11 @@ import (
 // BenchmarkVoiceEncode: what the agent's voice track spends encoding a
 // second of synthesised speech at 24 kHz in 20 ms frames, as it sends
 // them, how far the decoded speech is from what was synthesised (the
-// mean log-spectral distance up to 8 kHz, in dB) and how late it comes
-// out of the decoder (the codec's delay): the track's encoding
-// against libwebrtc's defaults for a mono voice and against the track's
-// earlier one.
+// mean log-spectral distance up to 8 kHz, and the segmental SNR of the
+// waveform, in dB) and how late it comes out of the decoder (the codec's
+// delay): the track's encoding against the same at complexity 4, where
+// libopus's CELT encoder drops its pitch pre-filter, libwebrtc's
+// defaults for a mono voice and the track's earlier encoding.
 func BenchmarkVoiceEncode(b *testing.B) {
 	const rate = 24000
 	pcm := speechtest.Render(b, "The tide rises twice a day, because the moon pulls the oceans toward it as the earth turns.", 160, rate)
@@ -27,6 +28,7 @@ func BenchmarkVoiceEncode(b *testing.B) {
 		opusEncoding
 	}{
 		{"track", trackEncoding},
+		{"complexity-4", opusEncoding{app: trackEncoding.app, complexity: 4, bitrate: trackEncoding.bitrate}},
 		{"libwebrtc", opusEncoding{app: opus.AppVoIP, complexity: 9, bitrate: 32000}},
 		{"earlier", opusEncoding{app: opus.AppVoIP, complexity: 3}},
 	} {
@@ -44,11 +46,36 @@ func BenchmarkVoiceEncode(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/1e6/float64(b.N)/(float64(len(pcm))/rate), "ms/audio-s")
-			distance, lag := spectralDistance(b, pcm, roundTrip(b, c.opusEncoding, pcm, rate), rate)
+			decoded := roundTrip(b, c.opusEncoding, pcm, rate)
+			distance, lag := spectralDistance(b, pcm, decoded, rate)
 			b.ReportMetric(distance, "dB-LSD")
+			b.ReportMetric(segmentalSNR(pcm, decoded[lag:], rate), "dB-segSNR")
 			b.ReportMetric(float64(lag)*1000/rate, "ms-delay")
 		})
 	}
+}
+
+// segmentalSNR is the mean signal-to-noise ratio, in dB, of got against
+// ref over their 20 ms frames with sound (as spectralDistance's): how
+// closely a codec keeps the waveform, where the spectral distance sees
+// only the spectrum's shape.
+func segmentalSNR(ref, got []int16, rate int) float64 {
+	n := rate / 50
+	total, frames := 0.0, 0
+	for off := 0; off+n <= len(ref) && off+n <= len(got); off += n {
+		var signal, noise float64
+		for i := off; i < off+n; i++ {
+			signal += float64(ref[i]) * float64(ref[i])
+			d := float64(ref[i]) - float64(got[i])
+			noise += d * d
+		}
+		if signal/float64(n) < 1e5 { // a pause, as spectralDistance skips
+			continue
+		}
+		total += 10 * math.Log10(signal/(noise+1))
+		frames++
+	}
+	return total / float64(max(frames, 1))
 }
 
 // roundTrip encodes pcm with a fresh encoder and decodes it.
