@@ -108,7 +108,7 @@ func (w dtxWatch) WriteSample(s opus.Sample) error {
 			// In place of the audio it would have decoded to, at the
 			// time it would have: the packets keep coming, and they are
 			// the clock, as when they are decoded.
-			return w.mic.WriteSample(micSilence[:min(len(micSilence), w.mic.samplesOf(length))])
+			return w.mic.WriteSample(silence[:min(len(silence), w.mic.samplesOf(length))])
 		}
 	} else {
 		w.mic.unvoiced = 0
@@ -147,10 +147,12 @@ type micWriter struct {
 	closed  bool
 }
 
-// micSilence is the silence written, a second at 16 kHz at most at a
-// time. It is never written to: an Input copies what it keeps, as it
-// must of the decoder's audio, whose buffer the decoder reuses.
-var micSilence = make([]int16, 16000)
+// silence is what a microphone's silence is written from, a second at
+// 16 kHz at most at a time, and a quiet track's DTX frames are encoded
+// from (20 ms at 48 kHz at most). It is never written to: an Input copies
+// what it keeps, as it must of the decoder's audio, whose buffer the
+// decoder reuses.
+var silence = make([]int16, 16000)
 
 // samplesOf is how many of the microphone's samples last d.
 func (m *micWriter) samplesOf(d time.Duration) int {
@@ -194,8 +196,8 @@ func (m *micWriter) fill() {
 		// Written under mu, so that it never lands between a packet's
 		// audio and the next; in.Write does not block.
 		for n := m.samplesOf(time.Duration(frames) * micFrame); n > 0; {
-			k := min(n, len(micSilence))
-			_ = m.in.Write(micSilence[:k])
+			k := min(n, len(silence))
+			_ = m.in.Write(silence[:k])
 			n -= k
 		}
 		m.covered = m.covered.Add(time.Duration(frames) * micFrame)

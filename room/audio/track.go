@@ -64,9 +64,6 @@ type Track struct {
 	silent    int  // frames since the queue ran dry
 	skipped   int  // frames not sent since the last packet
 	talking   bool // the last packet sent carried sound
-	// asleep: run's timer was set past frames that owe nothing, for the
-	// next DTX frame.
-	asleep bool
 }
 
 const (
@@ -212,6 +209,8 @@ func (t *Track) run() {
 	defer timer.Stop()
 	f := make([]int16, t.frame)
 	buf := make([]byte, maxPacket)
+	// asleep: the timer was set past frames that owed nothing.
+	asleep := false
 	for {
 		select {
 		case <-t.done:
@@ -220,11 +219,13 @@ func (t *Track) run() {
 		case <-t.queued:
 		}
 		now := time.Now()
-		if t.asleep {
+		if asleep {
 			t.passQuiet(now, buf)
 		}
 		t.sendDue(now, f, buf)
-		timer.Reset(t.wakeAt().Sub(now))
+		wake := t.wakeAt()
+		asleep = wake.After(t.due)
+		timer.Reset(wake.Sub(now))
 	}
 }
 
@@ -234,10 +235,8 @@ func (t *Track) run() {
 // second to find nothing to send, and an agent is quiet most of the time.
 func (t *Track) wakeAt() time.Time {
 	if t.silent < trailingSilence || t.Queued() > 0 {
-		t.asleep = false
 		return t.due
 	}
-	t.asleep = true
 	return t.due.Add(time.Duration(dtxInterval-1-t.silent%dtxInterval) * voiceFrame)
 }
 
@@ -246,15 +245,12 @@ func (t *Track) wakeAt() time.Time {
 // skipped or sent as a DTX frame where one is owed. Samples that woke it
 // go out in the next frame, as they did when it woke for every frame.
 func (t *Track) passQuiet(now time.Time, buf []byte) {
-	t.asleep = false
 	for ; !t.due.After(now); t.due = t.due.Add(voiceFrame) {
 		if !t.owesSilence() || now.Sub(t.due) > maxCatchUp {
 			t.skipped++
 			continue
 		}
-		if n, err := t.encoder.Encode(silence[:t.frame], buf); err == nil {
-			_ = t.send(buf[:n], false)
-		}
+		t.transmit(silence[:t.frame], buf, false)
 	}
 }
 
@@ -294,6 +290,11 @@ func (t *Track) sendFrame(f []int16, buf []byte, at time.Time) {
 	if tap := t.tap.Load(); tap != nil && sound {
 		(*tap)(f, t.rate, at)
 	}
+	t.transmit(f, buf, sound)
+}
+
+// transmit encodes a frame into buf and sends it as the next packet.
+func (t *Track) transmit(f []int16, buf []byte, sound bool) {
 	if n, err := t.encoder.Encode(f, buf); err == nil {
 		_ = t.send(buf[:n], sound)
 	}
@@ -323,9 +324,6 @@ func (t *Track) owesSilence() bool {
 	t.silent++
 	return t.silent <= trailingSilence || t.silent%dtxInterval == 0
 }
-
-// silence is a frame of it at up to 48 kHz; never written to.
-var silence = make([]int16, opusClock/50)
 
 // send sends one encoded frame as one RTP packet.
 func (t *Track) send(frame []byte, sound bool) error {

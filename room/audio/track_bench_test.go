@@ -55,8 +55,12 @@ func BenchmarkVoiceEncode(b *testing.B) {
 	}
 }
 
+// pauseLevel is the mean square of a frame quieter than −50 dBFS: a
+// pause, which neither measure of a codec counts.
+const pauseLevel = 1e5
+
 // segmentalSNR is the mean signal-to-noise ratio, in dB, of got against
-// ref over their 20 ms frames with sound (as spectralDistance's): how
+// ref over their 20 ms frames with sound: how
 // closely a codec keeps the waveform, where the spectral distance sees
 // only the spectrum's shape.
 func segmentalSNR(ref, got []int16, rate int) float64 {
@@ -69,7 +73,7 @@ func segmentalSNR(ref, got []int16, rate int) float64 {
 			d := float64(ref[i]) - float64(got[i])
 			noise += d * d
 		}
-		if signal/float64(n) < 1e5 { // a pause, as spectralDistance skips
+		if signal/float64(n) < pauseLevel {
 			continue
 		}
 		total += 10 * math.Log10(signal/(noise+1))
@@ -144,7 +148,7 @@ func spectralDistance(b *testing.B, ref, got []int16, rate int) (distance float6
 		for _, v := range ref[off : off+n] {
 			energy += float64(v) * float64(v)
 		}
-		if energy/float64(n) < 1e5 { // quieter than −50 dBFS: a pause
+		if energy/float64(n) < pauseLevel {
 			continue
 		}
 		pr, pg := spectrum(ref[off:off+n]), spectrum(got[off:off+n])
