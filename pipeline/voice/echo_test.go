@@ -51,6 +51,17 @@ type heard struct {
 
 func hearMic(t testing.TB, agent, mic []int16, suppress bool) heard {
 	t.Helper()
+	return hearStalled(t, agent, mic, suppress, 0)
+}
+
+// stallEvery is how often hearStalled's delivery stalls, from 2 s on.
+const stallEvery = 1500 * time.Millisecond
+
+// hearStalled is hearMic with the microphone's delivery stalled for
+// stall every stallEvery: the audio due then is handed over at once at
+// the end of the stall, as a congested network or a busy machine does.
+func hearStalled(t testing.TB, agent, mic []int16, suppress bool, stall time.Duration) heard {
+	t.Helper()
 	// Unsuppressed, the microphone is heard through a suppressor that was
 	// told of no agent's voice, which lets it through as it came.
 	ref := &echo.Reference{}
@@ -65,7 +76,8 @@ func hearMic(t testing.TB, agent, mic []int16, suppress bool) heard {
 	ear := voice.NewEar(echo.NewSuppressor(ref, echo.Config{}), e)
 	var h heard
 	in := 0
-	speechtest.Replay(agent, agentRate, mic, time.Unix(1000, 0), told, func(chunk []int16, at time.Time) {
+	t0 := time.Unix(1000, 0)
+	hearChunk := func(chunk []int16, at time.Time) {
 		in += len(chunk)
 		rejected, err := ear.Hear(append([]int16(nil), chunk...), at, func(evs []voice.EndpointEvent, late time.Duration) {
 			// The chunk's frames end where its input did, as late as the
@@ -88,6 +100,18 @@ func hearMic(t testing.TB, agent, mic []int16, suppress bool) heard {
 		if rejected {
 			h.rejected++
 		}
+	}
+	var held [][]int16
+	speechtest.Replay(agent, agentRate, mic, t0, told, func(chunk []int16, at time.Time) {
+		if since := at.Sub(t0); since > 2*time.Second && since%stallEvery < stall {
+			held = append(held, chunk)
+			return
+		}
+		for _, c := range held {
+			hearChunk(c, at)
+		}
+		held = held[:0]
+		hearChunk(chunk, at)
 	})
 	h.floor = e.NoiseFloor()
 	return h
@@ -410,4 +434,28 @@ func seconds(samples []int) []string {
 		out = append(out, fmt.Sprintf("%.2fs", float64(s)/voice.InputRate))
 	}
 	return out
+}
+
+// A speakerphone's echo handed over in bursts: the network stalls (a
+// congested Wi-Fi, a phone's radio waking up) or this process does (a
+// busy machine), and the audio due meanwhile comes all at once at the
+// end. The suppressor dates the microphone's audio by its earliest
+// arrivals, and the burst's late ones must not move that dating, or the
+// echo in them is judged against the agent's audio of a stall later, and
+// goes through as the user's voice. Dated from the first late chunk, as
+// it was, stalls of 200 ms every 1.5 s started speech in one of the four
+// answers, of 300 and 500 ms in each, up to four times
+// (TestClockRidesOutStalls is the clock's own).
+func TestEchoOverStalledDelivery(t *testing.T) {
+	agent := agentVoice(t)
+	noise := roomNoise(agent, 1)
+	for _, p := range echoPaths {
+		mic := speechtest.Mix(p.Of(t, agent, agentRate), noise, 0, 0)
+		for _, stall := range []time.Duration{200 * time.Millisecond, 300 * time.Millisecond, 500 * time.Millisecond} {
+			h := hearStalled(t, agent, mic, true, stall)
+			if len(h.starts) > 0 {
+				t.Errorf("%s, delivery stalled %v every %v: the echo started speech at %v", echoName(p), stall, stallEvery, seconds(h.starts))
+			}
+		}
+	}
 }

@@ -268,23 +268,49 @@ func (s *stretch) hop(sound, removed bool, minHops int) bool {
 // clock maps the microphone's samples to when they came. A chunk comes
 // late by the network's jitter, never early, so the earliest arrival is
 // the truest: the clock follows earlier arrivals at once and later ones
-// slowly (a sender's clock drifts), and starts over after a gap of more
-// than 100 ms (audio lost, not filled).
+// slowly (a sender's clock drifts). Arrivals more than lateGap later than
+// it expects are believed only once they have stayed that late for
+// lateHold: a stall in delivery (a congested network's, or this
+// process's when the machine is busy) hands over the audio it held all
+// at once, each chunk a frame less late than the one before, and the
+// clock is right again at the end of the burst; audio lost, not filled,
+// leaves every later chunk as late. Started over at the first late
+// chunk, as it was, the clock dated the burst's first 100 to 300 ms up to
+// a stall late, the echo in it was judged against the agent's audio of
+// that much later, and went through: stalls of 200 ms every 1.5 s
+// started speech in one answer of four, 300 ms in every one
+// (TestEchoOverStalledDelivery).
 type clock struct {
 	base time.Time
 	set  bool
+	// lateAt is when the arrivals began to come late, zero while they
+	// do not.
+	lateAt time.Time
 }
+
+const (
+	lateGap  = 100 * time.Millisecond
+	lateHold = 200 * time.Millisecond
+)
 
 func samples(n int64) time.Duration { return time.Duration(n) * time.Second / Rate }
 
 // stamp: the sample at position end came at at.
 func (c *clock) stamp(end int64, at time.Time) {
 	est := at.Add(-samples(end))
-	switch d := est.Sub(c.base); {
-	case !c.set || d < 0 || d > 100*time.Millisecond:
+	d := est.Sub(c.base)
+	if !c.set || d <= lateGap {
+		c.lateAt = time.Time{}
+	}
+	switch {
+	case !c.set || d < 0:
 		c.base, c.set = est, true
-	default:
+	case d <= lateGap:
 		c.base = c.base.Add(d / 100)
+	case c.lateAt.IsZero():
+		c.lateAt = at
+	case at.Sub(c.lateAt) >= lateHold:
+		c.base, c.lateAt = est, time.Time{}
 	}
 }
 
