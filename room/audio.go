@@ -177,11 +177,11 @@ func isUserMic(track *webrtc.TrackRemote, pub *lksdk.RemoteTrackPublication, rp 
 }
 
 // listenToMic decodes a user's microphone track at voice.InputRate mono
-// for in: LiveKit's media layer receives it (its jitter buffer and RTP
-// depacketiser), and libopus decodes it (audio.NewMicDecoder) at that
-// rate itself, which costs less than the SDK's PCMRemoteTrack, which
-// decodes at 48 kHz and resamples with soxr (BenchmarkMicCPU). Close
-// the returned decoder to stop; in is closed with it.
+// for in: LiveKit's media layer receives it (its jitter buffer), and
+// libopus decodes it (audio.MicDecoder) at that rate itself, which costs
+// less than the SDK's PCMRemoteTrack, which decodes at 48 kHz and
+// resamples with soxr (BenchmarkMicCPU), and conceals the packets lost
+// on the way. Close the returned decoder to stop; in is closed with it.
 func listenToMic(track *webrtc.TrackRemote, in audio.Input) (opus.Writer, error) {
 	if track.Codec().MimeType != webrtc.MimeTypeOpus {
 		return nil, fmt.Errorf("microphone track is %s, not Opus", track.Codec().MimeType)
@@ -192,7 +192,7 @@ func listenToMic(track *webrtc.TrackRemote, in audio.Input) (opus.Writer, error)
 	}
 	// Ends when the track does (its reads fail once it is unsubscribed).
 	go func() {
-		_ = rtp.HandleLoop(track, rtp.HandleJitter(rtp.NewNopCloser(rtp.NewMediaStreamIn[opus.Sample](dec))))
+		_ = rtp.HandleLoop(track, rtp.HandleJitter(rtp.NewNopCloser(dec)))
 	}()
 	return dec, nil
 }

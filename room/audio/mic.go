@@ -8,6 +8,7 @@ import (
 
 	"github.com/livekit/media-sdk"
 	"github.com/livekit/media-sdk/opus"
+	"github.com/pion/rtp"
 	hopus "gopkg.in/hraban/opus.v2"
 )
 
@@ -20,15 +21,94 @@ type Input interface {
 
 // NewMicDecoder decodes a microphone's Opus packets into in at rate mono
 // (libopus decodes at that rate itself), with silence for the time a
-// client in DTX sends nothing (micWriter).
-func NewMicDecoder(in Input, rate int) (opus.Writer, error) {
+// client in DTX sends nothing (micWriter) and concealment for packets
+// lost on the way (HandleRTP).
+func NewMicDecoder(in Input, rate int) (*MicDecoder, error) {
 	w := &micWriter{in: in, rate: rate, covered: time.Now()}
 	dec, err := hopus.NewDecoder(rate, 1)
 	if err != nil {
 		return nil, err
 	}
 	pcm := make([]int16, rate*int(maxOpusPacket/time.Millisecond)/1000)
-	return dtxWatch{Writer: &monoDecoder{dec: dec, pcm: pcm, w: w}, mic: w}, nil
+	mono := &monoDecoder{dec: dec, pcm: pcm, w: w}
+	return &MicDecoder{dtxWatch: dtxWatch{Writer: mono, mic: w}, mono: mono}, nil
+}
+
+// MicDecoder decodes a microphone: its RTP packets (HandleRTP), or their
+// Opus payloads alone (WriteSample). Close it to close its Input.
+type MicDecoder struct {
+	dtxWatch
+	mono *monoDecoder
+	// seq and ts are the last packet's, once got; frame is how many RTP
+	// ticks a packet lasts, as the last two in a row told (0 while none
+	// did).
+	seq   uint16
+	ts    uint32
+	frame uint32
+	got   bool
+}
+
+// maxConcealed is the longest loss concealed: a longer one is a break in
+// the stream (a track muted and unmuted, a client that stalled), not
+// packets lost.
+const maxConcealed = time.Second
+
+// HandleRTP decodes a packet, after the audio of the packets lost before
+// it, if any: the Input then has as much audio as the client sent, as it
+// does in DTX. Unfilled, a loss is a hole in a word for the recogniser,
+// and leaves the microphone's audio short of the time that passed: the
+// echo suppressor, which dates the audio by its samples, then judges the
+// echo after it against the agent's audio of that much earlier until it
+// catches up. With one packet in ten lost and not filled, the echo of an
+// answer started speech at three of the four echo paths of the
+// in-process tests.
+func (d *MicDecoder) HandleRTP(h *rtp.Header, payload []byte) error {
+	if d.got {
+		switch lost, ticks := h.SequenceNumber-d.seq-1, h.Timestamp-d.ts; {
+		case lost == 0:
+			if !d.mic.dtx.Load() {
+				d.frame = ticks
+			}
+		case lost < 1<<15: // not a packet from before the last one
+			d.conceal(ticks, payload)
+		}
+	}
+	d.seq, d.ts, d.got = h.SequenceNumber, h.Timestamp, true
+	return d.WriteSample(payload)
+}
+
+// conceal writes the audio of the packets lost in the ticks from the
+// last packet received to next, less the last packet's own: libopus's
+// concealment, the last lost frame taken from next's forward error
+// correction where the client sent it (LiveKit's clients do), or silence
+// where the client's audio was not decoded (in DTX the time is filled
+// already, and unvoiced packets are heard as silence).
+func (d *MicDecoder) conceal(ticks uint32, next []byte) {
+	if d.frame == 0 || d.mic.dtx.Load() {
+		return
+	}
+	frame := time.Duration(d.frame) * time.Second / opusClock
+	missing := time.Duration(ticks)*time.Second/opusClock - frame
+	each := d.mic.samplesOf(frame)
+	if missing > maxConcealed || each == 0 || each > len(d.mono.pcm) {
+		return
+	}
+	for n := int(missing / frame); n > 0; n-- {
+		pcm := d.mono.pcm[:each:each]
+		var err error
+		switch {
+		case d.mic.unvoiced > dtxHangover:
+			pcm = silence[:each]
+		case n == 1:
+			err = d.mono.dec.DecodeFEC(next, pcm)
+		default:
+			err = d.mono.dec.DecodePLC(pcm)
+		}
+		if err != nil {
+			pcm = silence[:each]
+		}
+		_ = d.mic.WriteSample(pcm)
+	}
 }
 
 // monoDecoder decodes a microphone's packets, mono or stereo, into mono.
