@@ -1,7 +1,6 @@
 package room_test
 
 import (
-	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	lksdk "github.com/livekit/server-sdk-go/v2"
 	"github.com/pion/webrtc/v4"
 	pionmedia "github.com/pion/webrtc/v4/pkg/media"
-	hopus "gopkg.in/hraban/opus.v2"
 
 	"github.com/alicia-voice/alicia/internal/speechtest"
 	"github.com/alicia-voice/alicia/internal/testenv"
@@ -53,20 +51,7 @@ func TestMicThatGoesQuietEndsTheUtterance(t *testing.T) {
 			defer func() { <-done }()
 			go func() {
 				defer close(done)
-				tick := time.NewTicker(20 * time.Millisecond)
-				defer tick.Stop()
-				for i, p := range packets {
-					<-tick.C
-					if p == nil {
-						continue
-					}
-					// The RTP clock runs on over the frames not sent.
-					d := 20 * time.Millisecond
-					for j := i + 1; j < len(packets) && packets[j] == nil; j++ {
-						d += 20 * time.Millisecond
-					}
-					_ = track.WriteSample(pionmedia.Sample{Data: p, Duration: d})
-				}
+				sendPaced(track, packets, nil)
 				if !tc.dtx {
 					pub.SetMuted(true)
 				}
@@ -79,6 +64,32 @@ func TestMicThatGoesQuietEndsTheUtterance(t *testing.T) {
 				t.Fatalf("the bot heard %q for %q", got, question)
 			}
 		})
+	}
+}
+
+// sendPaced sends a microphone's 20 ms packets as a client does, one
+// every 20 ms. A nil packet is a frame not sent (DTX): the RTP clock runs
+// on over it. A packet lost (lost may be nil) is one the network lost:
+// the packets after it are numbered as if it had been sent.
+func sendPaced(track *webrtc.TrackLocalStaticSample, packets [][]byte, lost func(i int) bool) {
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	dropped := uint16(0)
+	for i, p := range packets {
+		<-tick.C
+		if lost != nil && lost(i) {
+			dropped++
+			continue
+		}
+		if p == nil {
+			continue
+		}
+		d := 20 * time.Millisecond
+		for j := i + 1; j < len(packets) && packets[j] == nil; j++ {
+			d += 20 * time.Millisecond
+		}
+		_ = track.WriteSample(pionmedia.Sample{Data: p, Duration: d, PrevDroppedPackets: dropped})
+		dropped = 0
 	}
 }
 
@@ -142,23 +153,9 @@ func TestLostPacketsOverLiveKit(t *testing.T) {
 	speechURL := speechtest.Server(t, question)
 	speech := speechtest.Trim(speechtest.Render(t, question, 140, 48000))
 	pcm := slices.Concat(speechtest.Silence(500, 48000), speech, speechtest.Silence(800, 48000))
-	// A browser's encoder: forward error correction on, as LiveKit's
-	// clients negotiate it.
-	enc, err := hopus.NewEncoder(48000, 1, hopus.AppVoIP)
+	packets, err := speechtest.OpusWithFEC(pcm, 48000, 10)
 	if err != nil {
 		t.Fatal(err)
-	}
-	if err := errors.Join(enc.SetInBandFEC(true), enc.SetPacketLossPerc(10)); err != nil {
-		t.Fatal(err)
-	}
-	var packets [][]byte
-	buf := make([]byte, 1500)
-	for i := 0; i+960 <= len(pcm); i += 960 {
-		n, err := enc.Encode(pcm[i:i+960], buf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		packets = append(packets, slices.Clone(buf[:n]))
 	}
 	first, last := 500/20, (500+len(speech)*1000/48000)/20
 	heard := func(name string, lost func(i int) bool) []int16 {
@@ -169,18 +166,7 @@ func TestLostPacketsOverLiveKit(t *testing.T) {
 		defer func() { <-done }()
 		go func() {
 			defer close(done)
-			tick := time.NewTicker(20 * time.Millisecond)
-			defer tick.Stop()
-			dropped := uint16(0)
-			for i, p := range packets {
-				<-tick.C
-				if lost(i) {
-					dropped++
-					continue
-				}
-				_ = track.WriteSample(pionmedia.Sample{Data: p, Duration: 20 * time.Millisecond, PrevDroppedPackets: dropped})
-				dropped = 0
-			}
+			sendPaced(track, packets, lost)
 		}()
 		return utterance(t, sink, 30*time.Second)
 	}

@@ -1,6 +1,7 @@
 package speechtest
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -19,22 +20,28 @@ func Opus(pcm []int16, sampleRate int, dtx bool) ([][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := sampleRate / 50
-	var out [][]byte
-	for i := 0; i+n <= len(pcm); i += n {
-		f, err := enc.Encode(pcm[i : i+n])
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, slices.Clip(slices.Clone(f)))
+	return enc.Packets(pcm)
+}
+
+// OpusWithFEC is Opus without DTX, and with forward error correction for
+// a network that loses lossPercent of the packets, as browsers negotiate
+// Opus.
+func OpusWithFEC(pcm []int16, sampleRate, lossPercent int) ([][]byte, error) {
+	enc, err := NewEncoder(sampleRate, false)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	if err := errors.Join(enc.enc.SetInBandFEC(true), enc.enc.SetPacketLossPerc(lossPercent)); err != nil {
+		return nil, err
+	}
+	return enc.Packets(pcm)
 }
 
 // Encoder is Opus for audio made as it is sent, a 20 ms frame at a time,
 // as a client's microphone encodes.
 type Encoder struct {
 	enc        *opus.Encoder
+	rate       int
 	dtx, inDTX bool
 	buf        [1500]byte
 }
@@ -49,12 +56,27 @@ func NewEncoder(sampleRate int, dtx bool) (*Encoder, error) {
 	if err := enc.SetDTX(dtx); err != nil {
 		return nil, err
 	}
-	return &Encoder{enc: enc, dtx: dtx}, nil
+	return &Encoder{enc: enc, rate: sampleRate, dtx: dtx}, nil
 }
 
 // SetComplexity sets libopus's complexity, 0 to 10: what the encoder
 // spends on quality.
 func (e *Encoder) SetComplexity(c int) error { return e.enc.SetComplexity(c) }
+
+// Packets encodes pcm 20 ms at a time, each packet its own copy; the
+// frames not sent are nil.
+func (e *Encoder) Packets(pcm []int16) ([][]byte, error) {
+	n := e.rate / 50
+	var out [][]byte
+	for i := 0; i+n <= len(pcm); i += n {
+		f, err := e.Encode(pcm[i : i+n])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, slices.Clip(slices.Clone(f)))
+	}
+	return out, nil
+}
 
 // Encode encodes a 20 ms frame. The packet is valid until the next call;
 // nil is a frame not sent.
