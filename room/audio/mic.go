@@ -30,15 +30,13 @@ func NewMicDecoder(in Input, rate int) (*MicDecoder, error) {
 		return nil, err
 	}
 	pcm := make([]int16, rate*int(maxOpusPacket/time.Millisecond)/1000)
-	mono := &monoDecoder{dec: dec, pcm: pcm, w: w}
-	return &MicDecoder{dtxWatch: dtxWatch{Writer: mono, mic: w}, mono: mono}, nil
+	return &MicDecoder{dtxWatch: dtxWatch{monoDecoder: &monoDecoder{dec: dec, pcm: pcm, w: w}, mic: w}}, nil
 }
 
 // MicDecoder decodes a microphone: its RTP packets (HandleRTP), or their
 // Opus payloads alone (WriteSample). Close it to close its Input.
 type MicDecoder struct {
 	dtxWatch
-	mono *monoDecoder
 	// seq and ts are the last packet's, once got; frame is how many RTP
 	// ticks a packet lasts, as the last two in a row told (0 while none
 	// did).
@@ -90,19 +88,19 @@ func (d *MicDecoder) conceal(ticks uint32, next []byte) {
 	frame := time.Duration(d.frame) * time.Second / opusClock
 	missing := time.Duration(ticks)*time.Second/opusClock - frame
 	each := d.mic.samplesOf(frame)
-	if missing > maxConcealed || each == 0 || each > len(d.mono.pcm) {
+	if missing > maxConcealed || each == 0 || each > len(d.pcm) {
 		return
 	}
 	for n := int(missing / frame); n > 0; n-- {
-		pcm := d.mono.pcm[:each:each]
+		pcm := d.pcm[:each:each]
 		var err error
 		switch {
 		case d.mic.unvoiced > dtxHangover:
 			pcm = silence[:each]
 		case n == 1:
-			err = d.mono.dec.DecodeFEC(next, pcm)
+			err = d.dec.DecodeFEC(next, pcm)
 		default:
-			err = d.mono.dec.DecodePLC(pcm)
+			err = d.dec.DecodePLC(pcm)
 		}
 		if err != nil {
 			pcm = silence[:each]
@@ -166,7 +164,7 @@ const micFrame = 20 * time.Millisecond
 // audio the stage only ever hears as silence; the first packet with
 // voice in it is decoded again.
 type dtxWatch struct {
-	opus.Writer
+	*monoDecoder
 	mic *micWriter
 }
 
@@ -193,7 +191,7 @@ func (w dtxWatch) WriteSample(s opus.Sample) error {
 	} else {
 		w.mic.unvoiced = 0
 	}
-	return w.Writer.WriteSample(s)
+	return w.monoDecoder.WriteSample(s)
 }
 
 // micWriter hands decoded audio to in, and silence for the stretches

@@ -298,15 +298,11 @@ func samples(n int64) time.Duration { return time.Duration(n) * time.Second / Ra
 // stamp: the sample at position end came at at.
 func (c *clock) stamp(end int64, at time.Time) {
 	est := at.Add(-samples(end))
-	d := est.Sub(c.base)
-	if !c.set || d <= lateGap {
-		c.lateAt = time.Time{}
-	}
-	switch {
+	switch d := est.Sub(c.base); {
 	case !c.set || d < 0:
-		c.base, c.set = est, true
+		c.base, c.set, c.lateAt = est, true, time.Time{}
 	case d <= lateGap:
-		c.base = c.base.Add(d / 100)
+		c.base, c.lateAt = c.base.Add(d/100), time.Time{}
 	case c.lateAt.IsZero():
 		c.lateAt = at
 	case at.Sub(c.lateAt) >= lateHold:
