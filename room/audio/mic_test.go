@@ -331,21 +331,28 @@ func TestLostPacketsAreConcealed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// hear decodes the packets but the lost ones, numbered from just
-	// before the sequence numbers wrap.
-	hear := func(lost func(i int) bool) []int16 {
+	// heard decodes the packets numbered order, from just before the
+	// sequence numbers wrap.
+	heard := func(order []int) []int16 {
 		in := &recordingInput{}
 		dec := micDecoder(t, in)
-		for i, p := range packets {
-			if lost(i) {
-				continue
-			}
+		for _, i := range order {
 			h := &rtp.Header{SequenceNumber: uint16(65530 + i), Timestamp: uint32(1000 + 960*i)}
-			if err := dec.HandleRTP(h, p); err != nil {
+			if err := dec.HandleRTP(h, packets[i]); err != nil {
 				t.Fatal(err)
 			}
 		}
 		return in.pcm
+	}
+	// hear decodes the packets but the lost ones.
+	hear := func(lost func(i int) bool) []int16 {
+		var order []int
+		for i := range packets {
+			if !lost(i) {
+				order = append(order, i)
+			}
+		}
+		return heard(order)
 	}
 	all := hear(func(int) bool { return false })
 	frame := micRate / 50
@@ -384,6 +391,18 @@ func TestLostPacketsAreConcealed(t *testing.T) {
 		if corr < 0.5 {
 			t.Errorf("%d packets lost at %d were concealed at %.1f dB of the speech they held, correlated with it at %.2f", run[1], run[0], level, corr)
 		}
+	}
+	// A packet from before the last one, come again late, is passed over:
+	// its time is heard already.
+	var order []int
+	for i := range packets {
+		order = append(order, i)
+		if i == 30 {
+			order = append(order, 28)
+		}
+	}
+	if stale := heard(order); len(stale) != len(all) {
+		t.Errorf("with a stale packet among them the microphone gave %d samples, without %d", len(stale), len(all))
 	}
 	// A break longer than maxConcealed, as of a track muted and unmuted.
 	gap := int(maxConcealed/(20*time.Millisecond)) + 10
