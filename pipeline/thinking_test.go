@@ -198,8 +198,8 @@ func TestReasoningBudgetCutsTheThinking(t *testing.T) {
 				t.Fatalf("answer %q; sent %s", a, describeBodies(got))
 			}
 			steps := finalSteps(got)
-			if len(steps) < 2 {
-				t.Fatalf("steps %s", describeBodies(got))
+			if len(steps) == 0 {
+				t.Fatalf("no steps: %s", describeBodies(got))
 			}
 			for i, s := range steps {
 				if s.CutShort != (i == len(steps)-1) {
@@ -209,8 +209,13 @@ func TestReasoningBudgetCutsTheThinking(t *testing.T) {
 					t.Errorf("step %d has index %d", i+1, s.StepIndex)
 				}
 			}
-			if steps[0].Content != "The user asks a hard question." {
-				t.Errorf("first step %q", steps[0].Content)
+			// The budget's clock runs from the request, so a machine that
+			// stalls the stand-in's first tokens for the whole second cuts
+			// inside the first step (CI saw 4 tokens in it).
+			const firstStep = "The user asks a hard question."
+			if first := steps[0].Content; len(steps) > 1 && first != firstStep ||
+				len(steps) == 1 && first != reasoning.CutMarker && !strings.HasPrefix(firstStep, strings.TrimSpace(first)) {
+				t.Errorf("first step %q of %d", first, len(steps))
 			}
 			start := slices.IndexFunc(got, func(s sentBody) bool { _, ok := s.body.(*wire.StartAnswer); return ok })
 			cut := slices.IndexFunc(got, func(s sentBody) bool { st, ok := s.body.(*wire.ReasoningStep); return ok && st.CutShort })
