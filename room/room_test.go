@@ -93,6 +93,18 @@ func startAgent(t *testing.T, lk *testenv.LiveKit, store storage.Store) *env {
 // startAgentWith starts an agent whose configuration change may adjust.
 func startAgentWith(t *testing.T, lk *testenv.LiveKit, store storage.Store, change func(*Config), log *slog.Logger) *env {
 	t.Helper()
+	e := runAgent(t, lk, store, change, log)
+	select {
+	case <-e.agent.Registered():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the agent worker did not register")
+	}
+	return e
+}
+
+// runAgent starts an agent and returns without waiting for its worker to
+// register.
+func runAgent(t *testing.T, lk *testenv.LiveKit, store storage.Store, change func(*Config), log *slog.Logger) *env {
 	cfg := Config{LiveKitURL: lk.URL, APIKey: lk.APIKey, APISecret: lk.APISecret, AgentName: "alicia-test", EmptyTimeout: 5 * time.Second}
 	if change != nil {
 		change(&cfg)
@@ -104,11 +116,6 @@ func startAgentWith(t *testing.T, lk *testenv.LiveKit, store storage.Store, chan
 		defer close(e.done)
 		a.Run(ctx)
 	}()
-	select {
-	case <-a.Registered():
-	case <-time.After(10 * time.Second):
-		t.Fatal("the agent worker did not register")
-	}
 	t.Cleanup(e.shutdown)
 	return e
 }

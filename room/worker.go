@@ -50,6 +50,9 @@ type worker struct {
 	// registrations counts every registration, the first and each after
 	// a reconnection.
 	registrations atomic.Int64
+	// confirming is the worker id of a registration LiveKit answered and
+	// has yet to confirm (see handle); the read loop's alone.
+	confirming string
 }
 
 func newWorker(lkURL, key, secret, agentName, version string, log *slog.Logger) *worker {
@@ -166,8 +169,20 @@ func (w *worker) dial(ctx context.Context) (*websocket.Conn, error) {
 func (w *worker) handle(msg *livekit.ServerMessage) error {
 	switch m := msg.Message.(type) {
 	case *livekit.ServerMessage_Register:
-		w.log.Info("agent worker registered", "worker", m.Register.WorkerId, "agent", w.agentName)
+		// LiveKit answers the registration before it records the worker:
+		// a room made in between is dispatched to no one, and never again.
+		// It reads this connection in order, so its answer to a ping sent
+		// now comes once the worker is recorded; only then is the worker
+		// registered, for those who wait on it and for adoptWaiting.
+		w.confirming = m.Register.WorkerId
 		w.flushPending()
+		return w.write(&livekit.WorkerMessage{Message: &livekit.WorkerMessage_Ping{Ping: &livekit.WorkerPing{Timestamp: time.Now().UnixMilli()}}})
+	case *livekit.ServerMessage_Pong:
+		if w.confirming == "" {
+			return nil
+		}
+		w.log.Info("agent worker registered", "worker", w.confirming, "agent", w.agentName)
+		w.confirming = ""
 		w.registrations.Add(1)
 		w.regOnce.Do(func() { close(w.registered) })
 		if w.onRegistered != nil {

@@ -1,0 +1,155 @@
+package room
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/livekit/protocol/livekit"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/alicia-voice/alicia/internal/testenv"
+	"github.com/alicia-voice/alicia/storage"
+	"github.com/alicia-voice/alicia/wire"
+)
+
+// LiveKit answers a worker's registration before it records the worker,
+// and dispatches a room made in between to nobody, for good: in CI a
+// user's room made just after the worker registered never saw its bot.
+// The worker counts as registered only once LiveKit answered what it sent
+// after its registration, which LiveKit reads after recording it.
+func TestRegisteredOnceLiveKitRecordedTheWorker(t *testing.T) {
+	lk := testenv.StartLiveKit(t)
+	relay := holdAfterRegistration(t, lk)
+	e := runAgent(t, lk, storage.NewMemory(storage.ReasoningPlain), func(c *Config) { c.LiveKitURL = relay.url }, testenv.Log(t))
+
+	select {
+	case <-relay.pinged:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the worker asked LiveKit nothing after its registration")
+	}
+	select {
+	case <-e.agent.Registered():
+		t.Fatal("registered before LiveKit answered the worker's ping")
+	default:
+	}
+	relay.release()
+	select {
+	case <-e.agent.Registered():
+	case <-time.After(10 * time.Second):
+		t.Fatal("not registered once LiveKit answered")
+	}
+
+	// A room made at once, as a page opened on the announced link makes
+	// it, has its bot.
+	cfg := e.cfg
+	cfg.LiveKitURL = lk.URL
+	token, err := UserToken(cfg, "conv_at_once", "alice", "alice", map[string]string{AttrFeatures: wire.FeatureStreaming})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := joinWithToken(t, lk, token)
+	alice.wait("the greeting", func(g []*wire.Envelope) bool { return count[*wire.Configuration](g) > 0 })
+}
+
+// relay stands between a worker and LiveKit: it passes everything
+// through, but holds what the worker sends after its registration until
+// release, and reports the first ping it holds.
+type relay struct {
+	url     string
+	pinged  chan struct{}
+	release func()
+}
+
+func holdAfterRegistration(t *testing.T, lk *testenv.LiveKit) *relay {
+	t.Helper()
+	target, err := url.Parse(strings.Replace(lk.URL, "ws://", "http://", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	released, stop := make(chan struct{}), make(chan struct{})
+	var releaseOnce, pingOnce sync.Once
+	r := &relay{pinged: make(chan struct{}), release: func() { releaseOnce.Do(func() { close(released) }) }}
+	mux := http.NewServeMux()
+	// The bot's room connection and the room API go straight through.
+	mux.Handle("/", httputil.NewSingleHostReverseProxy(target))
+	mux.HandleFunc("/agent", func(w http.ResponseWriter, req *http.Request) {
+		up, _, err := websocket.DefaultDialer.Dial(lk.URL+"/agent", http.Header{"Authorization": req.Header["Authorization"]})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer up.Close()
+		down, err := (&websocket.Upgrader{}).Upgrade(w, req, nil)
+		if err != nil {
+			return
+		}
+		defer down.Close()
+		fromServer := make(chan struct{})
+		go func() {
+			defer close(fromServer)
+			defer down.Close()
+			for {
+				typ, b, err := up.ReadMessage()
+				if err != nil || down.WriteMessage(typ, b) != nil {
+					return
+				}
+			}
+		}()
+		defer func() { <-fromServer }()
+		defer up.Close()
+		// What the worker sends after its registration waits here, read
+		// as it comes so that its ping is seen behind its status reports.
+		held := make(chan []byte, 64)
+		toServer := make(chan struct{})
+		go func() {
+			defer close(toServer)
+			select {
+			case <-released:
+			case <-stop:
+				return
+			}
+			for b := range held {
+				if up.WriteMessage(websocket.BinaryMessage, b) != nil {
+					return
+				}
+			}
+		}()
+		defer func() { <-toServer }()
+		defer close(held)
+		for n := 0; ; n++ {
+			_, b, err := down.ReadMessage()
+			if err != nil {
+				return
+			}
+			if n == 0 { // the registration
+				if up.WriteMessage(websocket.BinaryMessage, b) != nil {
+					return
+				}
+				continue
+			}
+			var m livekit.WorkerMessage
+			if proto.Unmarshal(b, &m) == nil && m.GetPing() != nil {
+				pingOnce.Do(func() { close(r.pinged) })
+			}
+			select {
+			case held <- b:
+			case <-stop:
+				return
+			}
+		}
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		close(stop)
+		srv.Close()
+	})
+	r.url = strings.Replace(srv.URL, "http://", "ws://", 1)
+	return r
+}
