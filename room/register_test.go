@@ -39,11 +39,17 @@ func TestRegisteredOnceLiveKitRecordedTheWorker(t *testing.T) {
 		t.Fatal("registered before LiveKit answered the worker's ping")
 	default:
 	}
+	if e.agent.Ready() == nil {
+		t.Fatal("ready before LiveKit answered the worker's ping")
+	}
 	relay.release()
 	select {
 	case <-e.agent.Registered():
 	case <-time.After(10 * time.Second):
 		t.Fatal("not registered once LiveKit answered")
+	}
+	if err := e.agent.Ready(); err != nil {
+		t.Fatalf("registered but not ready: %v", err)
 	}
 
 	// A room made at once, as a page opened on the announced link makes

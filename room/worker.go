@@ -39,8 +39,10 @@ type worker struct {
 	onRegistered func()
 
 	mu sync.Mutex
-	// conn is the registered connection's outbox; nil while disconnected.
-	conn    *outbox
+	// conn is the connection's outbox; nil while disconnected.
+	conn *outbox
+	// live: LiveKit has recorded this worker on conn (see handle).
+	live    bool
 	full    bool
 	pending []*livekit.UpdateJobStatus // reported once reconnected
 	changed chan struct{}
@@ -113,7 +115,7 @@ func (w *worker) serve(ctx context.Context) error {
 	w.mu.Unlock()
 	defer func() {
 		w.mu.Lock()
-		w.conn = nil
+		w.conn, w.live = nil, false
 		w.mu.Unlock()
 		close(out.closed)
 		<-writerDone
@@ -183,6 +185,9 @@ func (w *worker) handle(msg *livekit.ServerMessage) error {
 		}
 		w.log.Info("agent worker registered", "worker", w.confirming, "agent", w.agentName)
 		w.confirming = ""
+		w.mu.Lock()
+		w.live = true
+		w.mu.Unlock()
 		w.registrations.Add(1)
 		w.regOnce.Do(func() { close(w.registered) })
 		if w.onRegistered != nil {
