@@ -26,21 +26,21 @@ import (
 // after its registration, which LiveKit reads after recording it.
 func TestRegisteredOnceLiveKitRecordedTheWorker(t *testing.T) {
 	lk := testenv.StartLiveKit(t)
-	relay := holdAfterRegistration(t, lk)
+	relay := holdPong(t, lk)
 	e := runAgent(t, lk, storage.NewMemory(storage.ReasoningPlain), func(c *Config) { c.LiveKitURL = relay.url }, testenv.Log(t))
 
 	select {
-	case <-relay.pinged:
+	case <-relay.ponged:
 	case <-time.After(10 * time.Second):
-		t.Fatal("the worker asked LiveKit nothing after its registration")
+		t.Fatal("LiveKit answered no ping of the worker's after its registration")
 	}
 	select {
 	case <-e.agent.Registered():
-		t.Fatal("registered before LiveKit answered the worker's ping")
+		t.Fatal("registered before LiveKit's answer to the worker's ping came")
 	default:
 	}
 	if e.agent.Ready() == nil {
-		t.Fatal("ready before LiveKit answered the worker's ping")
+		t.Fatal("ready before LiveKit's answer to the worker's ping came")
 	}
 	relay.release()
 	select {
@@ -65,23 +65,22 @@ func TestRegisteredOnceLiveKitRecordedTheWorker(t *testing.T) {
 }
 
 // relay stands between a worker and LiveKit: it passes everything
-// through, but holds what the worker sends after its registration until
-// release, and reports the first ping it holds.
+// through, but holds LiveKit's first pong until release, and reports it.
 type relay struct {
 	url     string
-	pinged  chan struct{}
+	ponged  chan struct{}
 	release func()
 }
 
-func holdAfterRegistration(t *testing.T, lk *testenv.LiveKit) *relay {
+func holdPong(t *testing.T, lk *testenv.LiveKit) *relay {
 	t.Helper()
 	target, err := url.Parse(strings.Replace(lk.URL, "ws://", "http://", 1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	released, stop := make(chan struct{}), make(chan struct{})
-	var releaseOnce, pingOnce sync.Once
-	r := &relay{pinged: make(chan struct{}), release: func() { releaseOnce.Do(func() { close(released) }) }}
+	var releaseOnce, pongOnce sync.Once
+	r := &relay{ponged: make(chan struct{}), release: func() { releaseOnce.Do(func() { close(released) }) }}
 	mux := http.NewServeMux()
 	// The bot's room connection and the room API go straight through.
 	mux.Handle("/", httputil.NewSingleHostReverseProxy(target))
@@ -96,57 +95,36 @@ func holdAfterRegistration(t *testing.T, lk *testenv.LiveKit) *relay {
 		if err != nil {
 			return
 		}
-		defer down.Close()
-		fromServer := make(chan struct{})
-		go func() {
-			defer close(fromServer)
-			defer down.Close()
-			for {
-				typ, b, err := up.ReadMessage()
-				if err != nil || down.WriteMessage(typ, b) != nil {
-					return
-				}
-			}
-		}()
-		defer func() { <-fromServer }()
-		defer up.Close()
-		// What the worker sends after its registration waits here, read
-		// as it comes so that its ping is seen behind its status reports.
-		held := make(chan []byte, 64)
 		toServer := make(chan struct{})
 		go func() {
 			defer close(toServer)
-			select {
-			case <-released:
-			case <-stop:
-				return
-			}
-			for b := range held {
-				if up.WriteMessage(websocket.BinaryMessage, b) != nil {
+			defer up.Close()
+			for {
+				typ, b, err := down.ReadMessage()
+				if err != nil || up.WriteMessage(typ, b) != nil {
 					return
 				}
 			}
 		}()
-		defer func() { <-toServer }()
-		defer close(held)
-		for n := 0; ; n++ {
-			_, b, err := down.ReadMessage()
+		defer func() {
+			down.Close()
+			<-toServer
+		}()
+		for {
+			typ, b, err := up.ReadMessage()
 			if err != nil {
 				return
 			}
-			if n == 0 { // the registration
-				if up.WriteMessage(websocket.BinaryMessage, b) != nil {
+			var m livekit.ServerMessage
+			if proto.Unmarshal(b, &m) == nil && m.GetPong() != nil {
+				pongOnce.Do(func() { close(r.ponged) })
+				select {
+				case <-released:
+				case <-stop:
 					return
 				}
-				continue
 			}
-			var m livekit.WorkerMessage
-			if proto.Unmarshal(b, &m) == nil && m.GetPing() != nil {
-				pingOnce.Do(func() { close(r.pinged) })
-			}
-			select {
-			case held <- b:
-			case <-stop:
+			if down.WriteMessage(typ, b) != nil {
 				return
 			}
 		}
